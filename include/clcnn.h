@@ -1,0 +1,161 @@
+/* clcnn: a vendor-neutral CNN training engine on OpenCL. This header is the whole public API.
+ *
+ * Conventions: every fallible call returns a clcnn_status (CLCNN_SUCCESS is 0); the handle it
+ * was called on keeps a one-line message describing the last failure (`*_errmsg()`); every
+ * `*_free(NULL)` is a no-op. The library never prints and never exits. */
+#ifndef CLCNN_H
+#define CLCNN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CLCNN_VERSION_MAJOR 0
+#define CLCNN_VERSION_MINOR 1
+#define CLCNN_VERSION_PATCH 0
+#define CLCNN_VERSION_STRING "0.1.0"
+/* One number for comparisons: major*10000 + minor*100 + patch. */
+#define CLCNN_VERSION_NUMBER                                                                       \
+    (CLCNN_VERSION_MAJOR * 10000 + CLCNN_VERSION_MINOR * 100 + CLCNN_VERSION_PATCH)
+
+/* Status codes. They extend OpenCL's: a value in -1..-999 is an OpenCL error code passed
+ * through unchanged (CL_OUT_OF_RESOURCES is -5); clcnn's own codes start at -2000. */
+typedef enum clcnn_status {
+    CLCNN_SUCCESS = 0,
+    CLCNN_ERR_INVALID_ARGUMENT = -2001, /* a NULL handle, a negative size, an unknown name */
+    CLCNN_ERR_OUT_OF_HOST_MEMORY = -2002,
+    CLCNN_ERR_NO_DEVICE = -2003,       /* no OpenCL device is present or visible */
+    CLCNN_ERR_DEVICE_FILTER = -2004,   /* CLCNN_VISIBLE_DEVICES is malformed or names nothing */
+    CLCNN_ERR_DEVICE_INDEX = -2005,    /* --platform/--device out of range */
+    CLCNN_ERR_BUILD = -2006,           /* kernel build failed; the message holds the log */
+    CLCNN_ERR_IO = -2007,              /* a file could not be opened, read or written */
+    CLCNN_ERR_FORMAT = -2008,          /* a file's content is malformed */
+    CLCNN_ERR_SPEC = -2009,            /* a model spec could not be parsed */
+    CLCNN_ERR_SHAPE = -2010,           /* tensor shapes do not fit together */
+    CLCNN_ERR_BLAS = -2011,            /* the GEMM backend (CLBlast) failed */
+    CLCNN_ERR_NUMERIC = -2012,         /* a NaN or Inf appeared */
+    CLCNN_ERR_UNSUPPORTED = -2013,     /* the device lacks something clcnn needs */
+    CLCNN_ERR_STATE = -2014            /* a call made in the wrong order */
+} clcnn_status;
+
+/* A short constant name for a status ("CLCNN_ERR_IO", "CL_OUT_OF_RESOURCES"). Never NULL. */
+const char *clcnn_status_str(clcnn_status status);
+
+/* The library's version string, CLCNN_VERSION_STRING of the build that made it. Compare with
+ * the header's macro to detect a header/library mismatch. */
+const char *clcnn_version(void);
+
+/* The CLBlast version the library was built against ("1.5.3"), or "none". */
+const char *clcnn_blas_version(void);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Devices                                                                                    */
+
+typedef enum clcnn_device_type {
+    CLCNN_DEVICE_CPU = 1,
+    CLCNN_DEVICE_GPU = 2,
+    CLCNN_DEVICE_ACCELERATOR = 4,
+    CLCNN_DEVICE_OTHER = 8
+} clcnn_device_type;
+
+/* What clcnn knows of one OpenCL device. Strings are NUL-terminated and truncated to fit. */
+typedef struct clcnn_device_info {
+    int global_index;   /* position in the flat list of every device of every platform */
+    int platform_index; /* P: position of the platform in clGetPlatformIDs order */
+    int device_index;   /* D: position of the device within its platform (CL_DEVICE_TYPE_ALL) */
+    clcnn_device_type type;
+    char platform_name[128];
+    char platform_version[128];
+    char name[128];
+    char vendor[128];
+    char opencl_c_version[64];
+    char driver_version[64];
+    unsigned compute_units;
+    uint64_t global_mem_bytes;
+    uint64_t max_alloc_bytes;
+    size_t max_work_group_size;
+} clcnn_device_info;
+
+/* The list of visible devices: every device of every platform, filtered and ordered by a
+ * CUDA_VISIBLE_DEVICES-style filter. */
+typedef struct clcnn_devices clcnn_devices;
+
+/* Enumerates all OpenCL devices and applies `filter`. filter == NULL reads the environment
+ * variable CLCNN_VISIBLE_DEVICES (unset: every device visible). Filter syntax: a comma list of
+ * entries, each a global index ("3"), a platform:device pair ("0:1") or a type word ("cpu",
+ * "gpu", "accelerator"); the list's order is the visible order; duplicates are dropped; an
+ * empty string hides every device. A malformed entry or one naming no device fails with
+ * CLCNN_ERR_DEVICE_FILTER. A platform that fails to enumerate its devices is skipped.
+ * On failure *out still receives a handle (unless memory ran out) whose errmsg says why; the
+ * caller frees it either way. */
+clcnn_status clcnn_devices_create(clcnn_devices **out, const char *filter);
+
+/* Frees the list. NULL is a no-op. */
+void clcnn_devices_free(clcnn_devices *devs);
+
+/* The last error message recorded on the list ("" when none). */
+const char *clcnn_devices_errmsg(const clcnn_devices *devs);
+
+/* Number of visible devices (0 for NULL). */
+int clcnn_devices_count(const clcnn_devices *devs);
+
+/* Copies the description of visible device `i` (0-based visible order) into *info. */
+clcnn_status clcnn_devices_get(const clcnn_devices *devs, int i, clcnn_device_info *info);
+
+/* Applies the selection rules. platform >= 0 and device >= 0: the device-th visible device of
+ * platform `platform`; platform < 0 and device >= 0: the device-th entry of the visible list;
+ * platform >= 0 and device < 0: the first visible device of that platform; both < 0: the
+ * first visible GPU, else the first visible device. Writes the visible index to *index.
+ * Out of range: CLCNN_ERR_DEVICE_INDEX with a message listing what is visible. */
+clcnn_status clcnn_devices_select(clcnn_devices *devs, int platform, int device, int *index);
+
+/* Fills buf with a table of the visible devices (one row each, like nvidia-smi), marking
+ * `default_index` (pass -1 for none). Returns the length the full table needs, excluding the
+ * NUL, like snprintf; buf may be NULL when size is 0. */
+size_t clcnn_devices_format(const clcnn_devices *devs, int default_index, char *buf, size_t size);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Context: one device, its command queue and every clcnn kernel built for it                */
+
+typedef struct clcnn_context clcnn_context;
+
+/* Options for clcnn_context_create. Zero-initialise, then set what you need. */
+typedef struct clcnn_context_options {
+    /* Profiling events on the queue (used by benchmarks). */
+    int enable_profiling;
+    /* Program-binary cache: 0 = as the environment says (CLCNN_CACHE=0 disables), 1 = off. */
+    int disable_cache;
+} clcnn_context_options;
+
+/* Creates a context on visible device `index` of `devs`: a context, an in-order queue, and
+ * every clcnn kernel built for the device (from the on-disk binary cache when it holds a
+ * valid entry). Kernel sources are embedded in the library; CLCNN_KERNEL_DIR=dir reads
+ * dir/<name>.cl instead. The cache lives in $CLCNN_CACHE_DIR, else $XDG_CACHE_HOME/clcnn,
+ * else $HOME/.cache/clcnn. `opts` may be NULL. On failure *out still receives a handle (unless
+ * memory ran out) whose errmsg says why (a build failure carries the device name and the
+ * build log); free it either way. */
+clcnn_status clcnn_context_create(clcnn_context **out, const clcnn_devices *devs, int index,
+                                  const clcnn_context_options *opts);
+
+/* Frees the context and everything it owns. NULL is a no-op. */
+void clcnn_context_free(clcnn_context *ctx);
+
+/* The last error message recorded on the context ("" when none). */
+const char *clcnn_context_errmsg(const clcnn_context *ctx);
+
+/* The device the context runs on. */
+clcnn_status clcnn_context_device(const clcnn_context *ctx, clcnn_device_info *info);
+
+/* How the kernels were obtained when the context was created: 1 = every program came from
+ * the binary cache, 0 = at least one was compiled from source. And the seconds it took. */
+int clcnn_context_cache_hit(const clcnn_context *ctx);
+double clcnn_context_build_seconds(const clcnn_context *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

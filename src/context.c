@@ -1,0 +1,184 @@
+/* A context: one device, an in-order queue and every kernel built for it. */
+#include "context.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "device.h"
+#include "gemm.h"
+#include "program.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *clcnn_version(void) {
+    return CLCNN_VERSION_STRING;
+}
+
+clcnn_status clcnn_cl_fail(clcnn_context *ctx, cl_int rc, const char *what) {
+    return clcnn_fail(&ctx->err, (clcnn_status)rc, "%s failed: %s", what,
+                      clcnn_cl_error_name(rc));
+}
+
+/* Creates every kernel of every program and records its name and work-group limit. */
+static clcnn_status make_kernels(clcnn_context *ctx) {
+    int cap = 0;
+    for (int p = 0; p < ctx->n_progs; p++) {
+        cl_uint n = 0;
+        cl_int rc = clCreateKernelsInProgram(ctx->progs[p], 0, NULL, &n);
+        if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, "clCreateKernelsInProgram");
+        cap += (int)n;
+    }
+    ctx->kerns = calloc((size_t)cap + 1, sizeof *ctx->kerns);
+    cl_kernel *tmp = calloc((size_t)cap + 1, sizeof *tmp);
+    size_t names_cap = (size_t)cap * 128 + 1, names_used = 0;
+    ctx->names = malloc(names_cap);
+    if (!ctx->kerns || !tmp || !ctx->names) {
+        free(tmp);
+        return clcnn_fail(&ctx->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of host memory");
+    }
+    for (int p = 0; p < ctx->n_progs; p++) {
+        cl_uint n = 0;
+        cl_int rc = clCreateKernelsInProgram(ctx->progs[p], (cl_uint)(cap - ctx->n_kerns), tmp,
+                                             &n);
+        if (rc != CL_SUCCESS) {
+            free(tmp);
+            return clcnn_cl_fail(ctx, rc, "clCreateKernelsInProgram");
+        }
+        for (cl_uint i = 0; i < n; i++) {
+            clcnn_kern *k = &ctx->kerns[ctx->n_kerns++];
+            size_t len = 0;
+            k->k = tmp[i];
+            clGetKernelInfo(k->k, CL_KERNEL_FUNCTION_NAME, names_cap - names_used,
+                            ctx->names + names_used, &len);
+            k->name = ctx->names + names_used;
+            names_used += len ? len : 1;
+            ctx->names[names_used - 1] = '\0';
+            if (clGetKernelWorkGroupInfo(k->k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
+                                         sizeof k->max_wg, &k->max_wg, NULL) != CL_SUCCESS ||
+                k->max_wg == 0)
+                k->max_wg = 1;
+        }
+    }
+    free(tmp);
+    return CLCNN_SUCCESS;
+}
+
+clcnn_kern *clcnn_ctx_kernel(clcnn_context *ctx, const char *name) {
+    for (int i = 0; i < ctx->n_kerns; i++)
+        if (strcmp(ctx->kerns[i].name, name) == 0) return &ctx->kerns[i];
+    return NULL;
+}
+
+void clcnn_arg(clcnn_args *a, size_t size, const void *value) {
+    cl_int rc = clSetKernelArg(a->k, a->i++, size, value);
+    if (rc != CL_SUCCESS && a->rc == CL_SUCCESS) a->rc = rc;
+}
+
+clcnn_status clcnn_launch1d(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,
+                            size_t n) {
+    size_t local = ctx->local1d < k->max_wg ? ctx->local1d : k->max_wg;
+    size_t global = (n + local - 1) / local * local;
+    cl_int rc;
+    if (a->rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a->rc, k->name);
+    if (n == 0) return CLCNN_SUCCESS;
+    rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, NULL, &global, &local, 0, NULL, NULL);
+    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
+    return CLCNN_SUCCESS;
+}
+
+clcnn_status clcnn_launch_nd(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,
+                             cl_uint dims, const size_t *global) {
+    cl_int rc;
+    if (a->rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a->rc, k->name);
+    for (cl_uint d = 0; d < dims; d++)
+        if (global[d] == 0) return CLCNN_SUCCESS;
+    rc = clEnqueueNDRangeKernel(ctx->queue, k->k, dims, NULL, global, NULL, 0, NULL, NULL);
+    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
+    return CLCNN_SUCCESS;
+}
+
+clcnn_status clcnn_context_create(clcnn_context **out, const clcnn_devices *devs, int index,
+                                  const clcnn_context_options *opts) {
+    clcnn_context *ctx;
+    clcnn_status st;
+    cl_int rc;
+    const char *cache_env = getenv("CLCNN_CACHE");
+    int use_cache = !(opts && opts->disable_cache) && !(cache_env && strcmp(cache_env, "0") == 0);
+    char options[256];
+    double t0 = now_seconds();
+    if (!out) return CLCNN_ERR_INVALID_ARGUMENT;
+    *out = ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return CLCNN_ERR_OUT_OF_HOST_MEMORY;
+    if (!devs || clcnn_devices_cl_ids(devs, index, &ctx->platform, &ctx->device) != 0)
+        return clcnn_fail(&ctx->err, CLCNN_ERR_DEVICE_INDEX,
+                          "device index %d is not in the visible list (%d device%s)", index,
+                          clcnn_devices_count(devs), clcnn_devices_count(devs) == 1 ? "" : "s");
+    clcnn_devices_get(devs, index, &ctx->info);
+    ctx->profiling = opts && opts->enable_profiling;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform,
+                                     0};
+    ctx->context = clCreateContext(props, 1, &ctx->device, NULL, NULL, &rc);
+    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, "clCreateContext");
+    ctx->owns_context = 1;
+    ctx->queue = clCreateCommandQueue(ctx->context, ctx->device,
+                                      ctx->profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &rc);
+    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, "clCreateCommandQueue");
+    /* Element-wise kernels: GPUs like a few warps per group; on CPUs each group is a loop. */
+    ctx->local1d = ctx->info.type == CLCNN_DEVICE_GPU ? 256 : 64;
+    if (ctx->info.max_work_group_size && ctx->local1d > ctx->info.max_work_group_size)
+        ctx->local1d = ctx->info.max_work_group_size;
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DCLCNN_DEVICE_%s=1",
+             ctx->info.type == CLCNN_DEVICE_GPU   ? "GPU"
+             : ctx->info.type == CLCNN_DEVICE_CPU ? "CPU"
+                                                  : "OTHER");
+    ctx->n_progs = clcnn_kernel_source_count;
+    ctx->progs = calloc((size_t)ctx->n_progs + 1, sizeof *ctx->progs);
+    if (!ctx->progs)
+        return clcnn_fail(&ctx->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of host memory");
+    st = clcnn_programs_build(ctx->context, ctx->device, &ctx->info, options, use_cache,
+                              ctx->progs, &ctx->cache_hit, &ctx->err);
+    if (st != CLCNN_SUCCESS) return st;
+    if ((st = make_kernels(ctx)) != CLCNN_SUCCESS) return st;
+    if ((st = clcnn_gemm_init(ctx)) != CLCNN_SUCCESS) return st;
+    ctx->build_seconds = now_seconds() - t0;
+    return CLCNN_SUCCESS;
+}
+
+void clcnn_context_free(clcnn_context *ctx) {
+    if (!ctx) return;
+    if (ctx->queue) clFinish(ctx->queue);
+    for (int i = 0; i < ctx->n_kerns; i++) clReleaseKernel(ctx->kerns[i].k);
+    for (int i = 0; ctx->progs && i < ctx->n_progs; i++)
+        if (ctx->progs[i]) clReleaseProgram(ctx->progs[i]);
+    if (ctx->owns_context) {
+        if (ctx->queue) clReleaseCommandQueue(ctx->queue);
+        if (ctx->context) clReleaseContext(ctx->context);
+    }
+    free(ctx->kerns);
+    free(ctx->names);
+    free(ctx->progs);
+    free(ctx);
+}
+
+const char *clcnn_context_errmsg(const clcnn_context *ctx) {
+    return ctx ? ctx->err.msg : "NULL context";
+}
+
+clcnn_status clcnn_context_device(const clcnn_context *ctx, clcnn_device_info *info) {
+    if (!ctx || !info) return CLCNN_ERR_INVALID_ARGUMENT;
+    *info = ctx->info;
+    return CLCNN_SUCCESS;
+}
+
+int clcnn_context_cache_hit(const clcnn_context *ctx) {
+    return ctx ? ctx->cache_hit : 0;
+}
+
+double clcnn_context_build_seconds(const clcnn_context *ctx) {
+    return ctx ? ctx->build_seconds : 0.0;
+}

@@ -1,0 +1,61 @@
+/* The context's internals, shared by the library files that launch kernels. */
+#ifndef CLCNN_CONTEXT_H
+#define CLCNN_CONTEXT_H
+
+#include <CL/cl.h>
+
+#include "common.h"
+
+typedef struct clcnn_kern {
+    const char *name; /* points into the context's name storage */
+    cl_kernel k;
+    size_t max_wg; /* CL_KERNEL_WORK_GROUP_SIZE for the context's device */
+} clcnn_kern;
+
+struct clcnn_context {
+    clcnn_error err;
+    clcnn_device_info info;
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue;
+    int owns_context; /* 0 when the embedder's context/queue were adopted */
+    int profiling;
+    cl_program *progs;
+    int n_progs;
+    clcnn_kern *kerns;
+    int n_kerns;
+    char *names;    /* storage for kernel names */
+    size_t local1d; /* work-group size for 1-D element-wise kernels */
+    int cache_hit;
+    double build_seconds;
+    int gemm_backend;           /* clcnn_gemm_backend, see gemm.h */
+    clcnn_kern *gemm_kerns[4]; /* portable GEMM variants NN, NT, TN, TT */
+};
+
+/* Looks a kernel up by name; NULL when absent (a programmer error: kernels ship with the
+ * library). Not for hot paths: layers look their kernels up once when they are set up. */
+clcnn_kern *clcnn_ctx_kernel(clcnn_context *ctx, const char *name);
+
+/* Argument setter that remembers the first failure, so a launch site reads as a list. */
+typedef struct clcnn_args {
+    cl_kernel k;
+    cl_uint i;
+    cl_int rc;
+} clcnn_args;
+void clcnn_arg(clcnn_args *a, size_t size, const void *value);
+#define CLCNN_ARG(a, v) clcnn_arg((a), sizeof(v), &(v))
+
+/* Enqueues k over n work-items in 1-D (rounded up to the work-group size: kernels guard
+ * against i >= n). Records failures in ctx->err. */
+clcnn_status clcnn_launch1d(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,
+                            size_t n);
+/* Enqueues k over a 2-D or 3-D range exactly as given, letting the driver choose the local
+ * size; used for kernels whose work-items are heavy enough that the group shape is moot. */
+clcnn_status clcnn_launch_nd(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,
+                             cl_uint dims, const size_t *global);
+
+/* Wraps an OpenCL failure into ctx->err with the call's name. */
+clcnn_status clcnn_cl_fail(clcnn_context *ctx, cl_int rc, const char *what);
+
+#endif

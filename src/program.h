@@ -1,0 +1,42 @@
+/* Kernel programs: the embedded .cl sources, building them for a device, and the on-disk
+ * program-binary cache. */
+#ifndef CLCNN_PROGRAM_H
+#define CLCNN_PROGRAM_H
+
+#include <stddef.h>
+
+#include <CL/cl.h>
+
+#include "common.h"
+
+typedef struct clcnn_kernel_source {
+    const char *name; /* file name without .cl */
+    const char *src;  /* NUL-terminated */
+    size_t len;
+} clcnn_kernel_source;
+
+/* Generated at build time from the cl folder (cmake/EmbedKernelsRun.cmake). */
+extern const clcnn_kernel_source clcnn_kernel_sources[];
+extern const int clcnn_kernel_source_count;
+
+/* Builds one program per kernel source for `device` with `options`, using the binary cache
+ * unless use_cache is 0. progs must hold clcnn_kernel_source_count entries; on failure every
+ * program already made is released. *all_cached is set to 1 when every program came from the
+ * cache. */
+clcnn_status clcnn_programs_build(cl_context context, cl_device_id device,
+                                  const clcnn_device_info *info, const char *options,
+                                  int use_cache, cl_program *progs, int *all_cached,
+                                  clcnn_error *e);
+
+/* The cache directory in use ($CLCNN_CACHE_DIR, $XDG_CACHE_HOME/clcnn, $HOME/.cache/clcnn);
+ * writes "" when none can be determined. */
+void clcnn_cache_dir(char *buf, size_t size);
+
+/* Creates dir and its parents (mkdir -p). */
+clcnn_status clcnn_mkdir_p(const char *dir, clcnn_error *e);
+
+/* Writes size bytes to path atomically: a temp file in the same folder, fsync, rename. */
+clcnn_status clcnn_write_file_atomic(const char *path, const void *data, size_t size,
+                                     clcnn_error *e);
+
+#endif

@@ -1,0 +1,190 @@
+/* Kernel build tests: embedded sources build and run (a real kernel against a CPU
+ * computation), the binary cache is written, hit, and survives corruption, and a broken
+ * kernel source reached through CLCNN_KERNEL_DIR is reported with the device and build log. */
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "context.h"
+#include "program.h"
+#include "testutil.h"
+
+static char cache_dir[256];
+
+static int count_cache_files(char *first, size_t cap) {
+    DIR *dir = opendir(cache_dir);
+    struct dirent *de;
+    int n = 0;
+    if (!dir) return 0;
+    while ((de = readdir(dir))) {
+        if (!strstr(de->d_name, ".bin") || strstr(de->d_name, ".tmp")) continue;
+        if (n == 0 && first) snprintf(first, cap, "%s/%s", cache_dir, de->d_name);
+        n++;
+    }
+    closedir(dir);
+    return n;
+}
+
+static clcnn_context *make(clcnn_devices *devs, int idx, clcnn_status *st) {
+    clcnn_context *ctx = NULL;
+    *st = clcnn_context_create(&ctx, devs, idx, NULL);
+    return ctx;
+}
+
+/* axpy on the device against the same arithmetic on the host (fma both sides: exact). */
+static void check_axpy(clcnn_context *ctx) {
+    enum { N = 1000 };
+    float x[N], y[N], out[N];
+    cl_int rc;
+    for (int i = 0; i < N; i++) x[i] = (float)i * 0.5f - 7.0f, y[i] = (float)(i % 13) - 3.25f;
+    cl_mem bx = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof x,
+                               x, &rc);
+    cl_mem by = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof y,
+                               y, &rc);
+    clcnn_kern *k = clcnn_ctx_kernel(ctx, "axpy_f32");
+    CHECK(k != NULL);
+    if (!k) return;
+    int off = 3, n = N - 5; /* offsets and a length that is not a multiple of the group size */
+    float alpha = 1.5f;
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, by);
+    CLCNN_ARG(&a, off);
+    CLCNN_ARG(&a, bx);
+    CLCNN_ARG(&a, off);
+    CLCNN_ARG(&a, n);
+    CLCNN_ARG(&a, alpha);
+    CHECK(clcnn_launch1d(ctx, k, &a, (size_t)n) == CLCNN_SUCCESS);
+    CHECK(clEnqueueReadBuffer(ctx->queue, by, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL) == 0);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        float want = (i >= off && i < off + n) ? fmaf(alpha, x[i], y[i]) : y[i];
+        if (out[i] != want) bad++;
+    }
+    CHECK_MSG(bad == 0, "%d of %d axpy results differ", bad, N);
+    clReleaseMemObject(bx);
+    clReleaseMemObject(by);
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+int main(void) {
+    clcnn_devices *devs = NULL;
+    clcnn_context *ctx;
+    clcnn_status st;
+    int idx = -1;
+    char path[512], tmpl[] = "/tmp/clcnn_test_program_XXXXXX";
+    unsetenv("CLCNN_KERNEL_DIR");
+    unsetenv("CLCNN_CACHE");
+    if (!mkdtemp(tmpl)) return 1;
+    snprintf(cache_dir, sizeof cache_dir, "%s/cache", tmpl);
+    setenv("CLCNN_CACHE_DIR", cache_dir, 1);
+    if (clcnn_devices_create(&devs, NULL) != CLCNN_SUCCESS || clcnn_devices_count(devs) == 0) {
+        fprintf(stderr, "no OpenCL device: skipping\n");
+        return 77;
+    }
+    clcnn_devices_select(devs, -1, -1, &idx);
+
+    /* Cold: compiled from the embedded sources, cache written. */
+    ctx = make(devs, idx, &st);
+    CHECK_MSG(st == CLCNN_SUCCESS, "%s", clcnn_context_errmsg(ctx));
+    CHECK(clcnn_context_cache_hit(ctx) == 0);
+    double cold = clcnn_context_build_seconds(ctx);
+    CHECK(clcnn_ctx_kernel(ctx, "fill_f32") != NULL && clcnn_ctx_kernel(ctx, "gemm_nn") != NULL);
+    check_axpy(ctx);
+    clcnn_context_free(ctx);
+    int files = count_cache_files(path, sizeof path);
+    CHECK_MSG(files == clcnn_kernel_source_count, "%d cache files for %d programs", files,
+              clcnn_kernel_source_count);
+
+    /* Warm: every program from the cache, and faster. */
+    ctx = make(devs, idx, &st);
+    CHECK(st == CLCNN_SUCCESS);
+    CHECK(clcnn_context_cache_hit(ctx) == 1);
+    double warm = clcnn_context_build_seconds(ctx);
+    printf("context creation: cold %.3f s, warm %.3f s\n", cold, warm);
+    CHECK_MSG(warm < cold, "warm start %.3f s is not faster than cold %.3f s", warm, cold);
+    check_axpy(ctx);
+    clcnn_context_free(ctx);
+
+    /* Corrupted entries (garbage, truncated, empty) are ignored, rebuilt and rewritten. */
+    const char *junk[] = {"garbage that is not a program binary at all......", "CLCNNBN1", ""};
+    for (int j = 0; j < 3; j++) {
+        write_file(path, junk[j]);
+        ctx = make(devs, idx, &st);
+        CHECK_MSG(st == CLCNN_SUCCESS, "corrupt cache %d: %s", j, clcnn_context_errmsg(ctx));
+        CHECK(clcnn_context_cache_hit(ctx) == 0);
+        check_axpy(ctx);
+        clcnn_context_free(ctx);
+        ctx = make(devs, idx, &st);
+        CHECK(st == CLCNN_SUCCESS && clcnn_context_cache_hit(ctx) == 1); /* repaired */
+        clcnn_context_free(ctx);
+    }
+    /* A flipped byte inside the binary fails the checksum and is rebuilt too. */
+    {
+        FILE *f = fopen(path, "r+b");
+        CHECK(f != NULL);
+        if (f) {
+            fseek(f, 40, SEEK_SET);
+            int c = fgetc(f);
+            fseek(f, 40, SEEK_SET);
+            fputc(c ^ 0x5a, f);
+            fclose(f);
+        }
+        ctx = make(devs, idx, &st);
+        CHECK(st == CLCNN_SUCCESS && clcnn_context_cache_hit(ctx) == 0);
+        clcnn_context_free(ctx);
+    }
+
+    /* CLCNN_CACHE=0: nothing read, nothing written. */
+    setenv("CLCNN_CACHE", "0", 1);
+    snprintf(cache_dir, sizeof cache_dir, "%s/cache-off", tmpl);
+    setenv("CLCNN_CACHE_DIR", cache_dir, 1);
+    ctx = make(devs, idx, &st);
+    CHECK(st == CLCNN_SUCCESS && clcnn_context_cache_hit(ctx) == 0);
+    clcnn_context_free(ctx);
+    CHECK(count_cache_files(NULL, 0) == 0);
+    unsetenv("CLCNN_CACHE");
+
+    /* CLCNN_KERNEL_DIR: sources from disk; a broken one fails with device name and log. */
+    char kdir[300];
+    snprintf(kdir, sizeof kdir, "%s/kernels", tmpl);
+    mkdir(kdir, 0755);
+    for (int i = 0; i < clcnn_kernel_source_count; i++) {
+        snprintf(path, sizeof path, "%s/%s.cl", kdir, clcnn_kernel_sources[i].name);
+        write_file(path, clcnn_kernel_sources[i].src);
+    }
+    setenv("CLCNN_KERNEL_DIR", kdir, 1);
+    ctx = make(devs, idx, &st);
+    CHECK_MSG(st == CLCNN_SUCCESS, "from CLCNN_KERNEL_DIR: %s", clcnn_context_errmsg(ctx));
+    clcnn_context_free(ctx);
+    snprintf(path, sizeof path, "%s/util.cl", kdir);
+    write_file(path, "__kernel void fill_f32(__global float *x) { x[0] = undeclared_name; }\n");
+    ctx = make(devs, idx, &st);
+    CHECK(st == CLCNN_ERR_BUILD);
+    {
+        clcnn_device_info in;
+        clcnn_devices_get(devs, idx, &in);
+        const char *m = clcnn_context_errmsg(ctx);
+        CHECK_MSG(strstr(m, "util.cl") && strstr(m, in.name) && strstr(m, "undeclared_name"),
+                  "build error message: %s", m);
+        CHECK(strchr(m, '\n') == NULL);
+    }
+    clcnn_context_free(ctx);
+    remove(path);
+    ctx = make(devs, idx, &st);
+    CHECK(st == CLCNN_ERR_IO && strstr(clcnn_context_errmsg(ctx), "util.cl"));
+    clcnn_context_free(ctx);
+    unsetenv("CLCNN_KERNEL_DIR");
+
+    clcnn_devices_free(devs);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
+    if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", tmpl);
+    return test_finish("test_program");
+}
