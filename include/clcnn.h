@@ -27,18 +27,18 @@ typedef enum clcnn_status {
     CLCNN_SUCCESS = 0,
     CLCNN_ERR_INVALID_ARGUMENT = -2001, /* a NULL handle, a negative size, an unknown name */
     CLCNN_ERR_OUT_OF_HOST_MEMORY = -2002,
-    CLCNN_ERR_NO_DEVICE = -2003,       /* no OpenCL device is present or visible */
-    CLCNN_ERR_DEVICE_FILTER = -2004,   /* CLCNN_VISIBLE_DEVICES is malformed or names nothing */
-    CLCNN_ERR_DEVICE_INDEX = -2005,    /* --platform/--device out of range */
-    CLCNN_ERR_BUILD = -2006,           /* kernel build failed; the message holds the log */
-    CLCNN_ERR_IO = -2007,              /* a file could not be opened, read or written */
-    CLCNN_ERR_FORMAT = -2008,          /* a file's content is malformed */
-    CLCNN_ERR_SPEC = -2009,            /* a model spec could not be parsed */
-    CLCNN_ERR_SHAPE = -2010,           /* tensor shapes do not fit together */
-    CLCNN_ERR_BLAS = -2011,            /* the GEMM backend (CLBlast) failed */
-    CLCNN_ERR_NUMERIC = -2012,         /* a NaN or Inf appeared */
-    CLCNN_ERR_UNSUPPORTED = -2013,     /* the device lacks something clcnn needs */
-    CLCNN_ERR_STATE = -2014            /* a call made in the wrong order */
+    CLCNN_ERR_NO_DEVICE = -2003,     /* no OpenCL device is present or visible */
+    CLCNN_ERR_DEVICE_FILTER = -2004, /* CLCNN_VISIBLE_DEVICES is malformed or names nothing */
+    CLCNN_ERR_DEVICE_INDEX = -2005,  /* --platform/--device out of range */
+    CLCNN_ERR_BUILD = -2006,         /* kernel build failed; the message holds the log */
+    CLCNN_ERR_IO = -2007,            /* a file could not be opened, read or written */
+    CLCNN_ERR_FORMAT = -2008,        /* a file's content is malformed */
+    CLCNN_ERR_SPEC = -2009,          /* a model spec could not be parsed */
+    CLCNN_ERR_SHAPE = -2010,         /* tensor shapes do not fit together */
+    CLCNN_ERR_BLAS = -2011,          /* the GEMM backend (CLBlast) failed */
+    CLCNN_ERR_NUMERIC = -2012,       /* a NaN or Inf appeared */
+    CLCNN_ERR_UNSUPPORTED = -2013,   /* the device lacks something clcnn needs */
+    CLCNN_ERR_STATE = -2014          /* a call made in the wrong order */
 } clcnn_status;
 
 /* A short constant name for a status ("CLCNN_ERR_IO", "CL_OUT_OF_RESOURCES"). Never NULL. */
@@ -153,6 +153,100 @@ clcnn_status clcnn_context_device(const clcnn_context *ctx, clcnn_device_info *i
  * the binary cache, 0 = at least one was compiled from source. And the seconds it took. */
 int clcnn_context_cache_hit(const clcnn_context *ctx);
 double clcnn_context_build_seconds(const clcnn_context *ctx);
+
+/* With enable_profiling: waits for the queue, then writes one line per kernel name (calls,
+ * total device milliseconds, share) for every launch since the previous report, and starts a
+ * new collection. snprintf-style return value; 0 when profiling is off. */
+size_t clcnn_context_profile_report(clcnn_context *ctx, char *buf, size_t size);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Models                                                                                     */
+
+/* A sequential network on one context: parameters, gradients, optimizer state and
+ * activations on the device. Not thread-safe; one model per thread. */
+typedef struct clcnn_model clcnn_model;
+
+/* Builds a model from a spec (see docs/MODEL_SPEC.md) or a preset name ("seed", "seed-relu")
+ * for inputs of channels x height x width, initialised as PyTorch's defaults (kaiming-uniform
+ * weights with a = sqrt(5), U(+-1/sqrt(fan_in)) biases) from `seed`: the same seed gives the
+ * same weights on every device. The context must outlive the model. On failure *out still
+ * receives a handle (unless memory ran out) whose errmsg says why (a spec error names the
+ * column; a shape error names the layer); free it either way. */
+clcnn_status clcnn_model_create(clcnn_model **out, clcnn_context *ctx, const char *spec,
+                                int channels, int height, int width, uint64_t seed);
+
+/* Frees the model and its device memory. NULL is a no-op. */
+void clcnn_model_free(clcnn_model *model);
+
+/* The last error message recorded on the model ("" when none). */
+const char *clcnn_model_errmsg(const clcnn_model *model);
+
+/* The model's canonical spec text (every layer written out, presets expanded). */
+const char *clcnn_model_spec(const clcnn_model *model);
+
+/* Number of outputs per sample (the logits of the last layer). */
+int clcnn_model_output_size(const clcnn_model *model);
+
+/* Parameter tensors, in torch.nn.Sequential state_dict order ("0.weight", "0.bias", ...). */
+int clcnn_model_param_count(const clcnn_model *model);
+
+/* Name, shape (PyTorch layout, ndim <= 4) and element count of parameter tensor i. The name
+ * stays valid for the model's lifetime. Any output pointer may be NULL. */
+clcnn_status clcnn_model_param_info(const clcnn_model *model, int i, const char **name, int *ndim,
+                                    int64_t shape[4], size_t *numel);
+
+/* Copies parameter tensor i (or its gradient from the last training step) to/from host
+ * memory holding numel floats. These wait for the device. */
+clcnn_status clcnn_model_get_param(clcnn_model *model, int i, float *dst);
+clcnn_status clcnn_model_set_param(clcnn_model *model, int i, const float *src);
+clcnn_status clcnn_model_get_grad(clcnn_model *model, int i, float *dst);
+
+typedef enum clcnn_optimizer_kind {
+    CLCNN_OPTIMIZER_SGD = 0,  /* torch.optim.SGD */
+    CLCNN_OPTIMIZER_ADAM = 1, /* torch.optim.Adam (L2 weight decay added to the gradient) */
+    CLCNN_OPTIMIZER_ADAMW = 2 /* torch.optim.AdamW (decoupled weight decay) */
+} clcnn_optimizer_kind;
+
+typedef struct clcnn_optimizer_options {
+    clcnn_optimizer_kind kind;
+    double lr;
+    double momentum;     /* SGD */
+    double dampening;    /* SGD */
+    int nesterov;        /* SGD: needs momentum > 0 and dampening == 0, as in PyTorch */
+    double weight_decay; /* all */
+    double beta1, beta2; /* Adam, AdamW */
+    double eps;          /* Adam, AdamW */
+} clcnn_optimizer_options;
+
+/* Fills *opts with PyTorch's defaults for `kind` (lr 0.01 for SGD, the tutorial's value;
+ * Adam lr 1e-3, betas 0.9/0.999, eps 1e-8; AdamW the same with weight_decay 1e-2). */
+void clcnn_optimizer_defaults(clcnn_optimizer_options *opts, clcnn_optimizer_kind kind);
+
+/* Sets the optimizer used by clcnn_model_train_batch and resets its state (momentum buffers,
+ * moments, step count). Invalid values (lr <= 0, momentum < 0, betas outside [0,1), nesterov
+ * without momentum ...) are CLCNN_ERR_INVALID_ARGUMENT. A new model starts with SGD defaults. */
+clcnn_status clcnn_model_set_optimizer(clcnn_model *model, const clcnn_optimizer_options *opts);
+
+/* One training step on a batch from host memory: x holds n samples of channels*height*width
+ * floats (NCHW), labels n class indices < clcnn_model_output_size. Forward, mean
+ * cross-entropy, backward, optimizer update, all queued on the device; the call does not wait
+ * for the result (read it with clcnn_model_last_loss). */
+clcnn_status clcnn_model_train_batch(clcnn_model *model, const float *x, const uint8_t *labels,
+                                     int n);
+
+/* Forward and loss only (no update) on a batch from host memory. */
+clcnn_status clcnn_model_eval_batch(clcnn_model *model, const float *x, const uint8_t *labels,
+                                    int n);
+
+/* Waits for the last train/eval batch and returns its mean loss and the number of samples
+ * whose highest logit (first maximum) is the label. Either pointer may be NULL. */
+clcnn_status clcnn_model_last_loss(clcnn_model *model, float *loss, int *correct);
+
+/* Inference: logits (n x output_size floats) for n samples from host memory. Waits. */
+clcnn_status clcnn_model_predict(clcnn_model *model, const float *x, int n, float *logits);
+
+/* Number of optimizer steps taken since the optimizer was set. */
+int64_t clcnn_model_step_count(const clcnn_model *model);
 
 #ifdef __cplusplus
 }

@@ -20,8 +20,7 @@ const char *clcnn_version(void) {
 }
 
 clcnn_status clcnn_cl_fail(clcnn_context *ctx, cl_int rc, const char *what) {
-    return clcnn_fail(&ctx->err, (clcnn_status)rc, "%s failed: %s", what,
-                      clcnn_cl_error_name(rc));
+    return clcnn_fail(&ctx->err, (clcnn_status)rc, "%s failed: %s", what, clcnn_cl_error_name(rc));
 }
 
 /* Creates every kernel of every program and records its name and work-group limit. */
@@ -43,8 +42,7 @@ static clcnn_status make_kernels(clcnn_context *ctx) {
     }
     for (int p = 0; p < ctx->n_progs; p++) {
         cl_uint n = 0;
-        cl_int rc = clCreateKernelsInProgram(ctx->progs[p], (cl_uint)(cap - ctx->n_kerns), tmp,
-                                             &n);
+        cl_int rc = clCreateKernelsInProgram(ctx->progs[p], (cl_uint)(cap - ctx->n_kerns), tmp, &n);
         if (rc != CL_SUCCESS) {
             free(tmp);
             return clcnn_cl_fail(ctx, rc, "clCreateKernelsInProgram");
@@ -74,6 +72,12 @@ clcnn_kern *clcnn_ctx_kernel(clcnn_context *ctx, const char *name) {
     return NULL;
 }
 
+clcnn_kern *clcnn_kernel_must(clcnn_context *ctx, const char *name) {
+    clcnn_kern *k = clcnn_ctx_kernel(ctx, name);
+    CLCNN_ASSERT(k != NULL);
+    return k;
+}
+
 void clcnn_arg(clcnn_args *a, size_t size, const void *value) {
     cl_int rc = clSetKernelArg(a->k, a->i++, size, value);
     if (rc != CL_SUCCESS && a->rc == CL_SUCCESS) a->rc = rc;
@@ -86,7 +90,8 @@ clcnn_status clcnn_launch1d(clcnn_context *ctx, const clcnn_kern *k, const clcnn
     cl_int rc;
     if (a->rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a->rc, k->name);
     if (n == 0) return CLCNN_SUCCESS;
-    rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, NULL, &global, &local, 0, NULL, NULL);
+    rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, NULL, &global, &local, 0, NULL,
+                                clcnn_prof_slot(ctx, k->name));
     if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
     return CLCNN_SUCCESS;
 }
@@ -97,9 +102,68 @@ clcnn_status clcnn_launch_nd(clcnn_context *ctx, const clcnn_kern *k, const clcn
     if (a->rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a->rc, k->name);
     for (cl_uint d = 0; d < dims; d++)
         if (global[d] == 0) return CLCNN_SUCCESS;
-    rc = clEnqueueNDRangeKernel(ctx->queue, k->k, dims, NULL, global, NULL, 0, NULL, NULL);
+    rc = clEnqueueNDRangeKernel(ctx->queue, k->k, dims, NULL, global, NULL, 0, NULL,
+                                clcnn_prof_slot(ctx, k->name));
     if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
     return CLCNN_SUCCESS;
+}
+
+cl_event *clcnn_prof_slot(clcnn_context *ctx, const char *name) {
+    if (!ctx->profiling) return NULL;
+    if (ctx->prof_n == ctx->prof_cap) {
+        int cap = ctx->prof_cap ? ctx->prof_cap * 2 : 256;
+        cl_event *ev = realloc(ctx->prof_events, (size_t)cap * sizeof *ev);
+        if (ev) ctx->prof_events = ev;
+        const char **nm = realloc(ctx->prof_names, (size_t)cap * sizeof *nm);
+        if (nm) ctx->prof_names = nm;
+        if (!ev || !nm) return NULL; /* profiling is best effort */
+        ctx->prof_cap = cap;
+    }
+    ctx->prof_names[ctx->prof_n] = name;
+    return &ctx->prof_events[ctx->prof_n++];
+}
+
+static void prof_clear(clcnn_context *ctx) {
+    for (int i = 0; i < ctx->prof_n; i++)
+        if (ctx->prof_events[i]) clReleaseEvent(ctx->prof_events[i]);
+    ctx->prof_n = 0;
+}
+
+size_t clcnn_context_profile_report(clcnn_context *ctx, char *buf, size_t size) {
+    enum { MAXK = 64 };
+    const char *names[MAXK];
+    double ms[MAXK], total = 0;
+    int calls[MAXK], nk = 0;
+    size_t used = 0;
+    if (buf && size) buf[0] = '\0';
+    if (!ctx || !ctx->profiling) return 0;
+    clFinish(ctx->queue);
+    for (int i = 0; i < ctx->prof_n; i++) {
+        cl_ulong t0 = 0, t1 = 0;
+        if (!ctx->prof_events[i]) continue;
+        clGetEventProfilingInfo(ctx->prof_events[i], CL_PROFILING_COMMAND_START, sizeof t0, &t0,
+                                NULL);
+        clGetEventProfilingInfo(ctx->prof_events[i], CL_PROFILING_COMMAND_END, sizeof t1, &t1,
+                                NULL);
+        int k = 0;
+        while (k < nk && strcmp(names[k], ctx->prof_names[i]) != 0)
+            k++;
+        if (k == nk) {
+            if (nk == MAXK) continue;
+            names[nk] = ctx->prof_names[i], ms[nk] = 0, calls[nk] = 0, nk++;
+        }
+        ms[k] += (double)(t1 - t0) * 1e-6;
+        calls[k]++;
+        total += (double)(t1 - t0) * 1e-6;
+    }
+    prof_clear(ctx);
+    for (int k = 0; k < nk; k++) {
+        int n = snprintf(used < size ? buf + used : NULL, used < size ? size - used : 0,
+                         "%-22s %7d calls %10.3f ms %5.1f%%\n", names[k], calls[k], ms[k],
+                         total > 0 ? 100.0 * ms[k] / total : 0.0);
+        if (n > 0) used += (size_t)n;
+    }
+    return used;
 }
 
 clcnn_status clcnn_context_create(clcnn_context **out, const clcnn_devices *devs, int index,
@@ -120,8 +184,7 @@ clcnn_status clcnn_context_create(clcnn_context **out, const clcnn_devices *devs
                           clcnn_devices_count(devs), clcnn_devices_count(devs) == 1 ? "" : "s");
     clcnn_devices_get(devs, index, &ctx->info);
     ctx->profiling = opts && opts->enable_profiling;
-    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform,
-                                     0};
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform, 0};
     ctx->context = clCreateContext(props, 1, &ctx->device, NULL, NULL, &rc);
     if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, "clCreateContext");
     ctx->owns_context = 1;
@@ -140,8 +203,8 @@ clcnn_status clcnn_context_create(clcnn_context **out, const clcnn_devices *devs
     ctx->progs = calloc((size_t)ctx->n_progs + 1, sizeof *ctx->progs);
     if (!ctx->progs)
         return clcnn_fail(&ctx->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of host memory");
-    st = clcnn_programs_build(ctx->context, ctx->device, &ctx->info, options, use_cache,
-                              ctx->progs, &ctx->cache_hit, &ctx->err);
+    st = clcnn_programs_build(ctx->context, ctx->device, &ctx->info, options, use_cache, ctx->progs,
+                              &ctx->cache_hit, &ctx->err);
     if (st != CLCNN_SUCCESS) return st;
     if ((st = make_kernels(ctx)) != CLCNN_SUCCESS) return st;
     if ((st = clcnn_gemm_init(ctx)) != CLCNN_SUCCESS) return st;
@@ -152,7 +215,12 @@ clcnn_status clcnn_context_create(clcnn_context **out, const clcnn_devices *devs
 void clcnn_context_free(clcnn_context *ctx) {
     if (!ctx) return;
     if (ctx->queue) clFinish(ctx->queue);
-    for (int i = 0; i < ctx->n_kerns; i++) clReleaseKernel(ctx->kerns[i].k);
+    if (ctx->gemm_scratch) clReleaseMemObject(ctx->gemm_scratch);
+    prof_clear(ctx);
+    free(ctx->prof_events);
+    free(ctx->prof_names);
+    for (int i = 0; i < ctx->n_kerns; i++)
+        clReleaseKernel(ctx->kerns[i].k);
     for (int i = 0; ctx->progs && i < ctx->n_progs; i++)
         if (ctx->progs[i]) clReleaseProgram(ctx->progs[i]);
     if (ctx->owns_context) {

@@ -29,13 +29,24 @@ struct clcnn_context {
     size_t local1d; /* work-group size for 1-D element-wise kernels */
     int cache_hit;
     double build_seconds;
-    int gemm_backend;           /* clcnn_gemm_backend, see gemm.h */
+    int gemm_backend;          /* clcnn_gemm_backend, see gemm.h */
     clcnn_kern *gemm_kerns[4]; /* portable GEMM variants NN, NT, TN, TT */
+    clcnn_kern *gemm_cpu[2];   /* CPU-shaped NN, TN */
+    clcnn_kern *transpose;
+    /* Profiling (enable_profiling): one event per launch, labelled by the kernel's name. */
+    cl_event *prof_events;
+    const char **prof_names;
+    int prof_n, prof_cap;
+    cl_mem gemm_scratch; /* transposed B for the CPU kernels */
+    size_t gemm_scratch_cap;
 };
 
 /* Looks a kernel up by name; NULL when absent (a programmer error: kernels ship with the
  * library). Not for hot paths: layers look their kernels up once when they are set up. */
 clcnn_kern *clcnn_ctx_kernel(clcnn_context *ctx, const char *name);
+
+/* The same, for kernels that ship with the library: absence is a programmer error (assert). */
+clcnn_kern *clcnn_kernel_must(clcnn_context *ctx, const char *name);
 
 /* Argument setter that remembers the first failure, so a launch site reads as a list. */
 typedef struct clcnn_args {
@@ -48,12 +59,14 @@ void clcnn_arg(clcnn_args *a, size_t size, const void *value);
 
 /* Enqueues k over n work-items in 1-D (rounded up to the work-group size: kernels guard
  * against i >= n). Records failures in ctx->err. */
-clcnn_status clcnn_launch1d(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,
-                            size_t n);
+clcnn_status clcnn_launch1d(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a, size_t n);
 /* Enqueues k over a 2-D or 3-D range exactly as given, letting the driver choose the local
  * size; used for kernels whose work-items are heavy enough that the group shape is moot. */
 clcnn_status clcnn_launch_nd(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,
                              cl_uint dims, const size_t *global);
+
+/* Where a launch stores its event: a fresh slot when profiling, else NULL. */
+cl_event *clcnn_prof_slot(clcnn_context *ctx, const char *name);
 
 /* Wraps an OpenCL failure into ctx->err with the call's name. */
 clcnn_status clcnn_cl_fail(clcnn_context *ctx, cl_int rc, const char *what);

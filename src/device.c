@@ -26,13 +26,14 @@ struct clcnn_devices {
 
 static void get_str(cl_platform_id p, cl_device_id d, cl_uint param, char *dst, size_t cap) {
     size_t len = 0;
-    cl_int rc = p ? clGetPlatformInfo(p, param, cap, dst, &len)
-                  : clGetDeviceInfo(d, param, cap, dst, &len);
+    cl_int rc =
+        p ? clGetPlatformInfo(p, param, cap, dst, &len) : clGetDeviceInfo(d, param, cap, dst, &len);
     if (rc != CL_SUCCESS) {
         /* Too long for the field, or unsupported: fetch the whole string and truncate. */
         char *tmp = NULL;
         dst[0] = '\0';
-        rc = p ? clGetPlatformInfo(p, param, 0, NULL, &len) : clGetDeviceInfo(d, param, 0, NULL, &len);
+        rc = p ? clGetPlatformInfo(p, param, 0, NULL, &len)
+               : clGetDeviceInfo(d, param, 0, NULL, &len);
         if (rc != CL_SUCCESS || len == 0 || !(tmp = malloc(len))) return;
         rc = p ? clGetPlatformInfo(p, param, len, tmp, NULL)
                : clGetDeviceInfo(d, param, len, tmp, NULL);
@@ -41,7 +42,8 @@ static void get_str(cl_platform_id p, cl_device_id d, cl_uint param, char *dst, 
     }
     dst[cap - 1] = '\0';
     /* Drivers pad some strings with spaces; trim them for clean tables. */
-    for (size_t n = strlen(dst); n > 0 && isspace((unsigned char)dst[n - 1]); n--) dst[n - 1] = 0;
+    for (size_t n = strlen(dst); n > 0 && isspace((unsigned char)dst[n - 1]); n--)
+        dst[n - 1] = 0;
 }
 
 void clcnn_device_query(cl_platform_id platform, cl_device_id device, clcnn_device_info *info) {
@@ -183,8 +185,10 @@ static clcnn_status apply_filter(clcnn_devices *d, const char *filter) {
         const char *end = strchr(s, ',');
         size_t n = end ? (size_t)(end - s) : strlen(s);
         const char *e = s;
-        while (n && isspace((unsigned char)*e)) e++, n--;
-        while (n && isspace((unsigned char)e[n - 1])) n--;
+        while (n && isspace((unsigned char)*e))
+            e++, n--;
+        while (n && isspace((unsigned char)e[n - 1]))
+            n--;
         const char *colon = memchr(e, ':', n);
         int a, b, matched = 0;
         if (n == 0) {
@@ -207,9 +211,12 @@ static clcnn_status apply_filter(clcnn_devices *d, const char *filter) {
             add_visible(d, a);
         } else {
             clcnn_device_type t;
-            if (n == 3 && !strncasecmp(e, "cpu", 3)) t = CLCNN_DEVICE_CPU;
-            else if (n == 3 && !strncasecmp(e, "gpu", 3)) t = CLCNN_DEVICE_GPU;
-            else if (n == 11 && !strncasecmp(e, "accelerator", 11)) t = CLCNN_DEVICE_ACCELERATOR;
+            if (n == 3 && !strncasecmp(e, "cpu", 3))
+                t = CLCNN_DEVICE_CPU;
+            else if (n == 3 && !strncasecmp(e, "gpu", 3))
+                t = CLCNN_DEVICE_GPU;
+            else if (n == 11 && !strncasecmp(e, "accelerator", 11))
+                t = CLCNN_DEVICE_ACCELERATOR;
             else
                 return filter_fail(d, e, n, pos,
                                    "is not a device index, P:D pair or cpu/gpu/accelerator");
@@ -231,7 +238,8 @@ static clcnn_status finish_create(clcnn_devices *d, const char *filter) {
     if (!d->visible) return clcnn_fail(&d->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     if (!filter) filter = getenv("CLCNN_VISIBLE_DEVICES");
     if (!filter) {
-        for (int i = 0; i < d->n_all; i++) d->visible[i] = i;
+        for (int i = 0; i < d->n_all; i++)
+            d->visible[i] = i;
         d->n_visible = d->n_all;
         return CLCNN_SUCCESS;
     }
@@ -255,7 +263,8 @@ clcnn_status clcnn_devices_create_synthetic(clcnn_devices **out, const clcnn_dev
     clcnn_devices *d;
     if (!out || n < 0 || (n && !infos)) return CLCNN_ERR_INVALID_ARGUMENT;
     *out = d = calloc(1, sizeof *d);
-    if (!d || !(d->all = calloc((size_t)n + 1, sizeof *d->all))) return CLCNN_ERR_OUT_OF_HOST_MEMORY;
+    if (!d || !(d->all = calloc((size_t)n + 1, sizeof *d->all)))
+        return CLCNN_ERR_OUT_OF_HOST_MEMORY;
     for (int i = 0; i < n; i++) {
         d->all[i].info = infos[i];
         d->all[i].info.global_index = i;
@@ -318,8 +327,7 @@ clcnn_status clcnn_devices_select(clcnn_devices *d, int platform, int device, in
                               "no OpenCL device found (is an ICD such as pocl-opencl-icd "
                               "installed?)");
         return clcnn_fail(&d->err, CLCNN_ERR_NO_DEVICE,
-                          "no OpenCL device is visible (CLCNN_VISIBLE_DEVICES='%s')",
-                          f ? f : "");
+                          "no OpenCL device is visible (CLCNN_VISIBLE_DEVICES='%s')", f ? f : "");
     }
     list_visible(d, vis, sizeof vis);
     if (platform >= 0) {

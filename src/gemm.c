@@ -15,27 +15,36 @@ const char *clcnn_blas_version(void) {
 }
 
 const char *clcnn_gemm_backend_name(clcnn_gemm_backend b) {
-    return b == CLCNN_GEMM_CLBLAST ? "clblast" : "opencl";
+    return b == CLCNN_GEMM_CLBLAST ? "clblast" : b == CLCNN_GEMM_CPU ? "cpu" : "opencl";
 }
 
 clcnn_status clcnn_gemm_init(clcnn_context *ctx) {
     const char *env = getenv("CLCNN_BACKEND");
     if (env && *env) {
-        if (!strcmp(env, "clblast")) ctx->gemm_backend = CLCNN_GEMM_CLBLAST;
-        else if (!strcmp(env, "opencl")) ctx->gemm_backend = CLCNN_GEMM_OPENCL;
+        if (!strcmp(env, "clblast"))
+            ctx->gemm_backend = CLCNN_GEMM_CLBLAST;
+        else if (!strcmp(env, "opencl"))
+            ctx->gemm_backend = CLCNN_GEMM_OPENCL;
+        else if (!strcmp(env, "cpu"))
+            ctx->gemm_backend = CLCNN_GEMM_CPU;
         else
             return clcnn_fail(&ctx->err, CLCNN_ERR_INVALID_ARGUMENT,
-                              "CLCNN_BACKEND='%s' is not a backend (clblast, opencl)", env);
+                              "CLCNN_BACKEND='%s' is not a backend (clblast, opencl, cpu)", env);
     } else {
         /* CLBlast's kernels are shaped for GPUs and run at a fraction of the portable kernels'
-     * speed on CPU devices (docs/PERFORMANCE.md); GPUs get CLBlast. */
+         * speed on CPU devices (docs/PERFORMANCE.md); GPUs get CLBlast. */
         ctx->gemm_backend =
-            ctx->info.type == CLCNN_DEVICE_GPU ? CLCNN_GEMM_CLBLAST : CLCNN_GEMM_OPENCL;
+            ctx->info.type == CLCNN_DEVICE_CPU ? CLCNN_GEMM_CPU : CLCNN_GEMM_CLBLAST;
     }
     static const char *names[4] = {"gemm_nn", "gemm_nt", "gemm_tn", "gemm_tt"};
     for (int i = 0; i < 4; i++)
         if (!(ctx->gemm_kerns[i] = clcnn_ctx_kernel(ctx, names[i])))
             return clcnn_fail(&ctx->err, CLCNN_ERR_BUILD, "kernel %s is missing", names[i]);
+    ctx->gemm_cpu[0] = clcnn_ctx_kernel(ctx, "gemm_cpu_nn");
+    ctx->gemm_cpu[1] = clcnn_ctx_kernel(ctx, "gemm_cpu_tn");
+    ctx->transpose = clcnn_ctx_kernel(ctx, "transpose_f32");
+    if (!ctx->gemm_cpu[0] || !ctx->gemm_cpu[1] || !ctx->transpose)
+        return clcnn_fail(&ctx->err, CLCNN_ERR_BUILD, "CPU GEMM kernels are missing");
     return CLCNN_SUCCESS;
 }
 
@@ -43,16 +52,17 @@ static clcnn_status gemm_clblast(clcnn_context *ctx, int ta, int tb, int M, int 
                                  float alpha, cl_mem A, size_t a_off, int lda, cl_mem B,
                                  size_t b_off, int ldb, float beta, cl_mem C, size_t c_off,
                                  int ldc) {
-    CLBlastStatusCode rc = CLBlastSgemm(
-        CLBlastLayoutRowMajor, ta ? CLBlastTransposeYes : CLBlastTransposeNo,
-        tb ? CLBlastTransposeYes : CLBlastTransposeNo, (size_t)M, (size_t)N, (size_t)K, alpha, A,
-        a_off, (size_t)lda, B, b_off, (size_t)ldb, beta, C, c_off, (size_t)ldc, &ctx->queue, NULL);
+    CLBlastStatusCode rc =
+        CLBlastSgemm(CLBlastLayoutRowMajor, ta ? CLBlastTransposeYes : CLBlastTransposeNo,
+                     tb ? CLBlastTransposeYes : CLBlastTransposeNo, (size_t)M, (size_t)N, (size_t)K,
+                     alpha, A, a_off, (size_t)lda, B, b_off, (size_t)ldb, beta, C, c_off,
+                     (size_t)ldc, &ctx->queue, clcnn_prof_slot(ctx, "CLBlastSgemm"));
     if (rc != CLBlastSuccess) {
         if ((int)rc < 0 && (int)rc > -100)
             return clcnn_fail(&ctx->err, (clcnn_status)rc, "CLBlastSgemm(%d,%d,%d) failed: %s", M,
                               N, K, clcnn_cl_error_name((int)rc));
-        return clcnn_fail(&ctx->err, CLCNN_ERR_BLAS, "CLBlastSgemm(%d,%d,%d) failed: status %d",
-                          M, N, K, (int)rc);
+        return clcnn_fail(&ctx->err, CLCNN_ERR_BLAS, "CLBlastSgemm(%d,%d,%d) failed: status %d", M,
+                          N, K, (int)rc);
     }
     return CLCNN_SUCCESS;
 }
@@ -82,6 +92,67 @@ static clcnn_status gemm_opencl(clcnn_context *ctx, int ta, int tb, int M, int N
     return clcnn_launch_nd(ctx, k, &a, 2, global);
 }
 
+/* Writes op(B) = B^T (B stored as N rows of K, leading dimension ldb) densely into the
+ * context's scratch buffer as K rows of N. */
+static clcnn_status transpose_b(clcnn_context *ctx, int N, int K, cl_mem B, size_t b_off, int ldb) {
+    size_t need = (size_t)N * (size_t)K;
+    cl_int rc;
+    if (need > ctx->gemm_scratch_cap) {
+        if (ctx->gemm_scratch) clReleaseMemObject(ctx->gemm_scratch);
+        ctx->gemm_scratch_cap = 0;
+        ctx->gemm_scratch =
+            clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, need * sizeof(float), NULL, &rc);
+        if (rc != CL_SUCCESS) {
+            ctx->gemm_scratch = NULL;
+            return clcnn_cl_fail(ctx, rc, "allocating the GEMM transpose scratch");
+        }
+        ctx->gemm_scratch_cap = need;
+    }
+    clcnn_kern *k = ctx->transpose;
+    int bo = (int)b_off;
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, ctx->gemm_scratch);
+    CLCNN_ARG(&a, B);
+    CLCNN_ARG(&a, bo);
+    CLCNN_ARG(&a, ldb);
+    CLCNN_ARG(&a, N);
+    CLCNN_ARG(&a, K);
+    return clcnn_launch1d(ctx, k, &a, need);
+}
+
+static clcnn_status gemm_cpu(clcnn_context *ctx, int ta, int tb, int M, int N, int K, float alpha,
+                             cl_mem A, size_t a_off, int lda, cl_mem B, size_t b_off, int ldb,
+                             float beta, cl_mem C, size_t c_off, int ldc) {
+    clcnn_status st;
+    if (tb) {
+        if ((st = transpose_b(ctx, N, K, B, b_off, ldb))) return st;
+        B = ctx->gemm_scratch, b_off = 0, ldb = N;
+    }
+    clcnn_kern *k = ctx->gemm_cpu[ta ? 1 : 0];
+    int ao = (int)a_off, bo = (int)b_off, co = (int)c_off;
+    size_t global[2] = {(size_t)(M + 7) / 8, (size_t)(N + 31) / 32}, local[2] = {1, 1};
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, M);
+    CLCNN_ARG(&a, N);
+    CLCNN_ARG(&a, K);
+    CLCNN_ARG(&a, alpha);
+    CLCNN_ARG(&a, A);
+    CLCNN_ARG(&a, ao);
+    CLCNN_ARG(&a, lda);
+    CLCNN_ARG(&a, B);
+    CLCNN_ARG(&a, bo);
+    CLCNN_ARG(&a, ldb);
+    CLCNN_ARG(&a, beta);
+    CLCNN_ARG(&a, C);
+    CLCNN_ARG(&a, co);
+    CLCNN_ARG(&a, ldc);
+    if (a.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a.rc, k->name);
+    cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 2, NULL, global, local, 0, NULL,
+                                       clcnn_prof_slot(ctx, k->name));
+    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
+    return CLCNN_SUCCESS;
+}
+
 clcnn_status clcnn_gemm(clcnn_context *ctx, int trans_a, int trans_b, int M, int N, int K,
                         float alpha, cl_mem A, size_t a_off, int lda, cl_mem B, size_t b_off,
                         int ldb, float beta, cl_mem C, size_t c_off, int ldc) {
@@ -89,6 +160,9 @@ clcnn_status clcnn_gemm(clcnn_context *ctx, int trans_a, int trans_b, int M, int
     if (ctx->gemm_backend == CLCNN_GEMM_CLBLAST)
         return gemm_clblast(ctx, trans_a, trans_b, M, N, K, alpha, A, a_off, lda, B, b_off, ldb,
                             beta, C, c_off, ldc);
-    return gemm_opencl(ctx, trans_a, trans_b, M, N, K, alpha, A, a_off, lda, B, b_off, ldb, beta,
-                       C, c_off, ldc);
+    if (ctx->gemm_backend == CLCNN_GEMM_CPU)
+        return gemm_cpu(ctx, trans_a, trans_b, M, N, K, alpha, A, a_off, lda, B, b_off, ldb, beta,
+                        C, c_off, ldc);
+    return gemm_opencl(ctx, trans_a, trans_b, M, N, K, alpha, A, a_off, lda, B, b_off, ldb, beta, C,
+                       c_off, ldc);
 }

@@ -1,11 +1,16 @@
-/* The GEMM interface every layer calls. Backends live behind it: CLBlast, and clcnn's own
- * portable kernels (cl/gemm.cl). CLCNN_BACKEND=clblast|opencl forces one. */
+/* The GEMM interface every layer calls. Backends live behind it: CLBlast, clcnn's portable
+ * kernels (cl/gemm.cl) and its CPU-shaped kernels (cl/gemm_cpu.cl). CLCNN_BACKEND=clblast|
+ * opencl|cpu forces one; by default CPU devices get "cpu" and other devices "clblast". */
 #ifndef CLCNN_GEMM_H
 #define CLCNN_GEMM_H
 
 #include "context.h"
 
-typedef enum clcnn_gemm_backend { CLCNN_GEMM_CLBLAST = 0, CLCNN_GEMM_OPENCL = 1 } clcnn_gemm_backend;
+typedef enum clcnn_gemm_backend {
+    CLCNN_GEMM_CLBLAST = 0,
+    CLCNN_GEMM_OPENCL = 1,
+    CLCNN_GEMM_CPU = 2
+} clcnn_gemm_backend;
 
 /* Picks the backend for ctx (CLCNN_BACKEND, else a per-device default). Called once by
  * clcnn_context_create. Unknown CLCNN_BACKEND values are an error. */

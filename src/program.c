@@ -18,10 +18,14 @@ enum { CACHE_HEADER = 24 };
 
 void clcnn_cache_dir(char *buf, size_t size) {
     const char *v;
-    if ((v = getenv("CLCNN_CACHE_DIR")) && *v) snprintf(buf, size, "%s", v);
-    else if ((v = getenv("XDG_CACHE_HOME")) && *v) snprintf(buf, size, "%s/clcnn", v);
-    else if ((v = getenv("HOME")) && *v) snprintf(buf, size, "%s/.cache/clcnn", v);
-    else if (size) buf[0] = '\0';
+    if ((v = getenv("CLCNN_CACHE_DIR")) && *v)
+        snprintf(buf, size, "%s", v);
+    else if ((v = getenv("XDG_CACHE_HOME")) && *v)
+        snprintf(buf, size, "%s/clcnn", v);
+    else if ((v = getenv("HOME")) && *v)
+        snprintf(buf, size, "%s/.cache/clcnn", v);
+    else if (size)
+        buf[0] = '\0';
 }
 
 clcnn_status clcnn_mkdir_p(const char *dir, clcnn_error *e) {
@@ -87,20 +91,15 @@ static void cache_key(const char *src, size_t len, const char *options,
                       const clcnn_device_info *info, char hex[33]) {
     XXH3_state_t *s = XXH3_createState();
     XXH128_hash_t h;
-    const char *parts[] = {options,
-                           info->platform_name,
-                           info->platform_version,
-                           info->name,
-                           info->driver_version,
-                           clcnn_version()};
+    const char *parts[] = {options,    info->platform_name,  info->platform_version,
+                           info->name, info->driver_version, clcnn_version()};
     XXH3_128bits_reset(s);
     XXH3_128bits_update(s, src, len);
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) /* NUL separates the fields */
         XXH3_128bits_update(s, parts[i], strlen(parts[i]) + 1);
     h = XXH3_128bits_digest(s);
     XXH3_freeState(s);
-    snprintf(hex, 33, "%016llx%016llx", (unsigned long long)h.high64,
-             (unsigned long long)h.low64);
+    snprintf(hex, 33, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
 }
 
 /* Loads and builds a cached binary; returns NULL (and leaves nothing behind) on any problem. */
@@ -172,8 +171,8 @@ static clcnn_status build_one(cl_context context, cl_device_id device,
     }
     prog = clCreateProgramWithSource(context, 1, &src, &len, &rc);
     if (rc != CL_SUCCESS)
-        return clcnn_fail(e, (clcnn_status)rc, "clCreateProgramWithSource(%s.cl) failed: %s",
-                          name, clcnn_cl_error_name(rc));
+        return clcnn_fail(e, (clcnn_status)rc, "clCreateProgramWithSource(%s.cl) failed: %s", name,
+                          clcnn_cl_error_name(rc));
     rc = clBuildProgram(prog, 1, &device, options, NULL, NULL);
     if (rc != CL_SUCCESS) {
         char log[700] = "";
@@ -201,15 +200,15 @@ static clcnn_status build_one(cl_context context, cl_device_id device,
 }
 
 clcnn_status clcnn_programs_build(cl_context context, cl_device_id device,
-                                  const clcnn_device_info *info, const char *options,
-                                  int use_cache, cl_program *progs, int *all_cached,
-                                  clcnn_error *e) {
+                                  const clcnn_device_info *info, const char *options, int use_cache,
+                                  cl_program *progs, int *all_cached, clcnn_error *e) {
     const char *kdir = getenv("CLCNN_KERNEL_DIR");
     char cache_dir[4096] = "";
     clcnn_status st = CLCNN_SUCCESS;
     int i, cached_count = 0;
     if (use_cache) clcnn_cache_dir(cache_dir, sizeof cache_dir);
-    for (i = 0; i < clcnn_kernel_source_count; i++) progs[i] = NULL;
+    for (i = 0; i < clcnn_kernel_source_count; i++)
+        progs[i] = NULL;
     for (i = 0; i < clcnn_kernel_source_count; i++) {
         const clcnn_kernel_source *ks = &clcnn_kernel_sources[i];
         char *disk = NULL;

@@ -24,9 +24,8 @@ extern const int clcnn_kernel_source_count;
  * program already made is released. *all_cached is set to 1 when every program came from the
  * cache. */
 clcnn_status clcnn_programs_build(cl_context context, cl_device_id device,
-                                  const clcnn_device_info *info, const char *options,
-                                  int use_cache, cl_program *progs, int *all_cached,
-                                  clcnn_error *e);
+                                  const clcnn_device_info *info, const char *options, int use_cache,
+                                  cl_program *progs, int *all_cached, clcnn_error *e);
 
 /* The cache directory in use ($CLCNN_CACHE_DIR, $XDG_CACHE_HOME/clcnn, $HOME/.cache/clcnn);
  * writes "" when none can be determined. */

@@ -31,8 +31,7 @@ static const char *visible_for(const char *filter, char *buf, size_t cap) {
         for (int i = 0; i < clcnn_devices_count(d); i++) {
             clcnn_device_info in;
             clcnn_devices_get(d, i, &in);
-            used += (size_t)snprintf(buf + used, cap - used, "%s%d", i ? "," : "",
-                                     in.global_index);
+            used += (size_t)snprintf(buf + used, cap - used, "%s%d", i ? "," : "", in.global_index);
         }
     }
     clcnn_devices_free(d);
@@ -65,8 +64,10 @@ static int select_global(const char *filter, int platform, int device, char *msg
     msg[0] = '\0';
     CHECK(clcnn_devices_create_synthetic(&d, infos, 5, filter) == CLCNN_SUCCESS);
     clcnn_status st = clcnn_devices_select(d, platform, device, &idx);
-    if (st == CLCNN_SUCCESS && clcnn_devices_get(d, idx, &in) == CLCNN_SUCCESS) g = in.global_index;
-    else snprintf(msg, cap, "%s", clcnn_devices_errmsg(d));
+    if (st == CLCNN_SUCCESS && clcnn_devices_get(d, idx, &in) == CLCNN_SUCCESS)
+        g = in.global_index;
+    else
+        snprintf(msg, cap, "%s", clcnn_devices_errmsg(d));
     clcnn_devices_free(d);
     return g;
 }
@@ -92,11 +93,11 @@ static void filter_tests(void) {
     check_filter("cpu", "0,4");
     check_filter("accelerator", "3");
     check_filter("gpu,cpu", "1,2,0,4");
-    check_filter("2,0,2", "2,0");      /* duplicates dropped, first position wins */
-    check_filter("1:0,gpu", "2,1");    /* order is the list's order */
-    check_filter("4,2:0,cpu", "4,0");  /* the same device by three names */
-    check_filter(" 1 , 0 ", "1,0");    /* blanks around entries are ignored */
-    check_filter("", "");              /* empty hides everything */
+    check_filter("2,0,2", "2,0");     /* duplicates dropped, first position wins */
+    check_filter("1:0,gpu", "2,1");   /* order is the list's order */
+    check_filter("4,2:0,cpu", "4,0"); /* the same device by three names */
+    check_filter(" 1 , 0 ", "1,0");   /* blanks around entries are ignored */
+    check_filter("", "");             /* empty hides everything */
 
     check_filter_error("7", "entry 1 '7' names no device");
     check_filter_error("9:9", "'9:9' names no device");
@@ -117,12 +118,12 @@ static void filter_tests(void) {
     CHECK(select_global(NULL, -1, -1, msg, sizeof msg) == 1);  /* first visible GPU */
     CHECK(select_global("cpu", -1, -1, msg, sizeof msg) == 0); /* no GPU: first visible */
     CHECK(select_global("4,3", -1, -1, msg, sizeof msg) == 4);
-    CHECK(select_global("3,2", -1, -1, msg, sizeof msg) == 2);  /* a GPU wins over order */
-    CHECK(select_global(NULL, 1, 1, msg, sizeof msg) == 3);     /* --platform 1 --device 1 */
+    CHECK(select_global("3,2", -1, -1, msg, sizeof msg) == 2); /* a GPU wins over order */
+    CHECK(select_global(NULL, 1, 1, msg, sizeof msg) == 3);    /* --platform 1 --device 1 */
     CHECK(select_global(NULL, 2, 0, msg, sizeof msg) == 4);
-    CHECK(select_global(NULL, -1, 2, msg, sizeof msg) == 2);    /* --device 2 alone */
-    CHECK(select_global(NULL, 0, -1, msg, sizeof msg) == 0);    /* --platform 0 alone */
-    CHECK(select_global("4,1,0", 0, 0, msg, sizeof msg) == 1);  /* D counts visible devices */
+    CHECK(select_global(NULL, -1, 2, msg, sizeof msg) == 2);   /* --device 2 alone */
+    CHECK(select_global(NULL, 0, -1, msg, sizeof msg) == 0);   /* --platform 0 alone */
+    CHECK(select_global("4,1,0", 0, 0, msg, sizeof msg) == 1); /* D counts visible devices */
     CHECK(select_global("4,1,0", -1, 0, msg, sizeof msg) == 4);
     CHECK(select_global(NULL, 1, 2, msg, sizeof msg) == -1);
     CHECK_MSG(strstr(msg, "--device 2 is out of range: platform 1 has 2 visible devices") &&

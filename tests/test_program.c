@@ -36,11 +36,12 @@ static void check_axpy(clcnn_context *ctx) {
     enum { N = 1000 };
     float x[N], y[N], out[N];
     cl_int rc;
-    for (int i = 0; i < N; i++) x[i] = (float)i * 0.5f - 7.0f, y[i] = (float)(i % 13) - 3.25f;
-    cl_mem bx = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof x,
-                               x, &rc);
-    cl_mem by = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof y,
-                               y, &rc);
+    for (int i = 0; i < N; i++)
+        x[i] = (float)i * 0.5f - 7.0f, y[i] = (float)(i % 13) - 3.25f;
+    cl_mem bx =
+        clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof x, x, &rc);
+    cl_mem by =
+        clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof y, y, &rc);
     clcnn_kern *k = clcnn_ctx_kernel(ctx, "axpy_f32");
     CHECK(k != NULL);
     if (!k) return;

@@ -31,8 +31,10 @@ static int test_failures;
     } while (0)
 
 static inline int test_finish(const char *name) {
-    if (test_failures) fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);
-    else printf("%s: all checks passed\n", name);
+    if (test_failures)
+        fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);
+    else
+        printf("%s: all checks passed\n", name);
     return test_failures ? 1 : 0;
 }
 

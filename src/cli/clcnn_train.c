@@ -59,12 +59,18 @@ static void parse_args(int argc, char **argv, cli_options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) o->help = 1;
-        else if (!strcmp(a, "--version")) o->version = 1;
-        else if (!strcmp(a, "--list-devices")) o->list_devices = 1;
-        else if (!strcmp(a, "--platform")) o->platform = parse_index(a, v), i++;
-        else if (!strcmp(a, "--device")) o->device = parse_index(a, v), i++;
-        else die("unknown option '%s' (see --help)%s", a, "");
+        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            o->help = 1;
+        else if (!strcmp(a, "--version"))
+            o->version = 1;
+        else if (!strcmp(a, "--list-devices"))
+            o->list_devices = 1;
+        else if (!strcmp(a, "--platform"))
+            o->platform = parse_index(a, v), i++;
+        else if (!strcmp(a, "--device"))
+            o->device = parse_index(a, v), i++;
+        else
+            die("unknown option '%s' (see --help)%s", a, "");
     }
 }
 

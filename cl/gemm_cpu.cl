@@ -1,0 +1,81 @@
+/* GEMM shaped for CPU OpenCL devices (PoCL): row-major C = alpha*op(A)*B + beta*C with B read
+ * along its rows. One work-item per work-group owns an 8 x 32 tile of C in sixteen float16
+ * accumulators; the k loop is innermost, each B row segment is two vload16s and each A value
+ * is broadcast into an explicit fma, which LLVM turns into one 512-bit FMA per accumulator
+ * (../shared/PERFORMANCE.md: 80-97% of peak for this shape of kernel). Dimension 0 walks the
+ * rows so that consecutive work-groups reuse the same panel of B from cache. Tiles that cross
+ * the matrix edge take a scalar path, so every shape is handled. Transposed B is handled by
+ * the host (gemm.c transposes it into a scratch buffer first). */
+
+#define TM 8
+#define TN 32
+
+#define ROW_FMA(r)                                                                                 \
+    {                                                                                              \
+        float16 av = (float16)(AGET(i0 + r, k));                                                   \
+        c##r##a = fma(av, b0, c##r##a);                                                            \
+        c##r##b = fma(av, b1, c##r##b);                                                            \
+    }
+
+#define ROW_STORE(r)                                                                               \
+    {                                                                                              \
+        __global float *cp = C + coff + (i0 + r) * ldc + j0;                                       \
+        if (beta == 0.0f) {                                                                        \
+            vstore16(alpha * c##r##a, 0, cp);                                                      \
+            vstore16(alpha * c##r##b, 0, cp + 16);                                                 \
+        } else {                                                                                   \
+            vstore16(alpha * c##r##a + beta * vload16(0, cp), 0, cp);                              \
+            vstore16(alpha * c##r##b + beta * vload16(0, cp + 16), 0, cp + 16);                    \
+        }                                                                                          \
+    }
+
+#define GEMM_CPU_KERNEL(NAME)                                                                      \
+    __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(                             \
+        int M, int N, int K, float alpha, __global const float *A, int aoff, int lda,              \
+        __global const float *B, int boff, int ldb, float beta, __global float *C, int coff,       \
+        int ldc) {                                                                                 \
+        int i0 = get_global_id(0) * TM;                                                            \
+        int j0 = get_global_id(1) * TN;                                                            \
+        if (i0 >= M || j0 >= N) return;                                                            \
+        if (i0 + TM <= M && j0 + TN <= N) {                                                        \
+            float16 c0a = 0, c0b = 0, c1a = 0, c1b = 0, c2a = 0, c2b = 0, c3a = 0, c3b = 0;        \
+            float16 c4a = 0, c4b = 0, c5a = 0, c5b = 0, c6a = 0, c6b = 0, c7a = 0, c7b = 0;        \
+            __global const float *bp = B + boff + j0;                                              \
+            for (int k = 0; k < K; k++, bp += ldb) {                                               \
+                float16 b0 = vload16(0, bp), b1 = vload16(0, bp + 16);                             \
+                ROW_FMA(0) ROW_FMA(1) ROW_FMA(2) ROW_FMA(3)                                        \
+                ROW_FMA(4) ROW_FMA(5) ROW_FMA(6) ROW_FMA(7)                                        \
+            }                                                                                      \
+            ROW_STORE(0) ROW_STORE(1) ROW_STORE(2) ROW_STORE(3)                                    \
+            ROW_STORE(4) ROW_STORE(5) ROW_STORE(6) ROW_STORE(7)                                    \
+            return;                                                                                \
+        }                                                                                          \
+        /* Edge tile: plain loops over the part inside the matrix. */                              \
+        int im = min(TM, M - i0), jn = min(TN, N - j0);                                            \
+        for (int r = 0; r < im; r++) {                                                             \
+            for (int c = 0; c < jn; c++) {                                                         \
+                float acc = 0.0f;                                                                  \
+                for (int k = 0; k < K; k++)                                                        \
+                    acc = fma(AGET(i0 + r, k), B[boff + k * ldb + j0 + c], acc);                   \
+                __global float *cp = C + coff + (i0 + r) * ldc + j0 + c;                           \
+                *cp = beta == 0.0f ? alpha * acc : alpha * acc + beta * *cp;                       \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+#define AGET(i, k) A[aoff + (i) * lda + (k)]
+GEMM_CPU_KERNEL(gemm_cpu_nn)
+#undef AGET
+#define AGET(i, k) A[aoff + (k) * lda + (i)]
+GEMM_CPU_KERNEL(gemm_cpu_tn)
+#undef AGET
+
+/* out[j * K + k] = in[ioff + k ... ]: writes B^T densely, out (K, N) from in (N, K) with
+ * leading dimension ld, so a transposed B can feed the kernels above. */
+__kernel void transpose_f32(__global float *out, __global const float *in, int ioff, int ld,
+                            int rows, int cols) {
+    int i = get_global_id(0);
+    if (i >= rows * cols) return;
+    int c = i % cols, r = i / cols; /* out is cols x rows; i walks in */
+    out[c * rows + r] = in[ioff + r * ld + c];
+}

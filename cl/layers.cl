@@ -1,0 +1,121 @@
+/* Pooling, ReLU, cross-entropy and input staging kernels. Offsets are in elements. */
+
+/* PyTorch MaxPool2d (floor mode): the first maximum in window scan order wins (strict '>'),
+ * a NaN always wins, padding never does. argmax = ih*W + iw within the (n,c) plane. */
+__kernel void maxpool_forward(__global float *y, int yoff, __global int *argmax,
+                              __global const float *x, int xoff, int NC, int H, int W, int K,
+                              int stride, int pad, int OH, int OW) {
+    int i = get_global_id(0);
+    if (i >= NC * OH * OW) return;
+    int ow = i % OW, oh = (i / OW) % OH, nc = i / (OW * OH);
+    int h0 = oh * stride - pad, w0 = ow * stride - pad;
+    int h1 = min(h0 + K, H), w1 = min(w0 + K, W);
+    h0 = max(h0, 0);
+    w0 = max(w0, 0);
+    __global const float *plane = x + xoff + nc * H * W;
+    int best = h0 * W + w0;
+    float m = -INFINITY;
+    for (int h = h0; h < h1; h++) {
+        for (int w = w0; w < w1; w++) {
+            float v = plane[h * W + w];
+            if (v > m || isnan(v)) {
+                m = v;
+                best = h * W + w;
+            }
+        }
+    }
+    y[yoff + i] = m;
+    argmax[i] = best;
+}
+
+/* gx[n,c,ih,iw] = sum of gy over the outputs whose argmax is this pixel. Gather form: windows
+ * may overlap (stride < K), and a fixed summation order keeps runs repeatable. */
+__kernel void maxpool_backward(__global float *gx, int gxoff, __global const float *gy,
+                               int gyoff, __global const int *argmax, int NC, int H, int W,
+                               int K, int stride, int pad, int OH, int OW) {
+    int i = get_global_id(0);
+    if (i >= NC * H * W) return;
+    int iw = i % W, ih = (i / W) % H, nc = i / (W * H);
+    int idx = ih * W + iw;
+    /* Outputs whose window [oh*s - p, oh*s - p + K) contains ih. */
+    int oh_lo = max(0, (ih + pad - K + stride) / stride);
+    int oh_hi = min(OH - 1, (ih + pad) / stride);
+    int ow_lo = max(0, (iw + pad - K + stride) / stride);
+    int ow_hi = min(OW - 1, (iw + pad) / stride);
+    float acc = 0.0f;
+    for (int oh = oh_lo; oh <= oh_hi; oh++)
+        for (int ow = ow_lo; ow <= ow_hi; ow++) {
+            int o = (nc * OH + oh) * OW + ow;
+            if (argmax[o] == idx) acc += gy[gyoff + o];
+        }
+    gx[gxoff + i] = acc;
+}
+
+/* y = x < 0 ? 0 : x (NaN passes through, as torch.relu) */
+__kernel void relu_forward(__global float *y, int yoff, __global const float *x, int xoff, int n) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    float v = x[xoff + i];
+    y[yoff + i] = v < 0.0f ? 0.0f : v;
+}
+
+/* gx = y <= 0 ? 0 : gy (PyTorch's threshold_backward on the output; a NaN passes gy) */
+__kernel void relu_backward(__global float *gx, int gxoff, __global const float *gy, int gyoff,
+                            __global const float *y, int yoff, int n) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    gx[gxoff + i] = y[yoff + i] <= 0.0f ? 0.0f : gy[gyoff + i];
+}
+
+/* Per-sample cross-entropy: loss[i] = logsumexp(z) - z[label]; correct[i] = argmax == label;
+ * glogits = (softmax - onehot) * inv_n when want_grad. Max-shifted, so large logits are safe. */
+__kernel void cross_entropy(__global float *loss, __global int *correct, __global float *glogits,
+                            __global const float *z, int zoff, __global const uchar *labels,
+                            int N, int K, float inv_n, int want_grad) {
+    int i = get_global_id(0);
+    if (i >= N) return;
+    __global const float *row = z + zoff + i * K;
+    int label = labels[i];
+    float m = row[0];
+    int best = 0;
+    for (int k = 1; k < K; k++)
+        if (row[k] > m) m = row[k], best = k;
+    float s = 0.0f;
+    for (int k = 0; k < K; k++) s += exp(row[k] - m);
+    float lse = m + log(s);
+    loss[i] = lse - row[label];
+    correct[i] = best == label;
+    if (want_grad)
+        for (int k = 0; k < K; k++)
+            glogits[i * K + k] = (exp(row[k] - lse) - (k == label ? 1.0f : 0.0f)) * inv_n;
+}
+
+/* One work-item: acc[0] (+)= sum(loss) / divisor, acc_correct[0] (+)= sum(correct). Sequential so
+ * the result does not depend on the device's work-group shape. */
+__kernel void loss_reduce(__global float *acc, __global int *acc_correct,
+                          __global const float *loss, __global const int *correct, int N,
+                          float divisor, int accumulate) {
+    if (get_global_id(0) != 0) return;
+    float s = 0.0f;
+    int c = 0;
+    for (int i = 0; i < N; i++) s += loss[i], c += correct[i];
+    acc[0] = accumulate ? acc[0] + s / divisor : s / divisor;
+    acc_correct[0] = accumulate ? acc_correct[0] + c : c;
+}
+
+/* Stages a batch from a data set held on the device as bytes: x[b] = (pixel/255 - mean[c]) /
+ * std[c] for sample idx[ioff + b], labels copied alongside. */
+__kernel void gather_batch(__global float *x, __global uchar *labels_out,
+                           __global const uchar *images, __global const uchar *labels,
+                           __global const int *idx, int ioff, int N, int C, int HW,
+                           float4 mean, float4 inv_std) {
+    int i = get_global_id(0);
+    if (i >= N * C * HW) return;
+    int p = i % HW, c = (i / HW) % C, b = i / (HW * C);
+    int s = idx[ioff + b];
+    float m = c == 0 ? mean.x : c == 1 ? mean.y : c == 2 ? mean.z : mean.w;
+    float is = c == 0 ? inv_std.x : c == 1 ? inv_std.y : c == 2 ? inv_std.z : inv_std.w;
+    float v = (float)images[((long)s * C + c) * HW + p] / 255.0f;
+    x[i] = (v - m) * is;
+    if (c == 0 && p == 0) labels_out[b] = labels[s];
+}

@@ -1,0 +1,130 @@
+/* Conv2d host side: im2col + GEMM + scatter forward; gather + two GEMMs + col2im backward. */
+#include "layers.h"
+
+#include "gemm.h"
+
+int clcnn_conv2d_chunk(const clcnn_conv2d_shape *s, const clcnn_workspace *ws) {
+    size_t ohw = (size_t)s->OH * (size_t)s->OW;
+    size_t per_col = ohw * (size_t)s->C * (size_t)s->K * (size_t)s->K;
+    size_t per_rows = ohw * (size_t)s->OC;
+    size_t a = per_col ? ws->col_cap / per_col : 1, b = per_rows ? ws->rows_cap / per_rows : 1;
+    size_t c = a < b ? a : b;
+    return c < 1 ? 1 : c > 1 << 20 ? 1 << 20 : (int)c;
+}
+
+void clcnn_conv2d_scratch(const clcnn_conv2d_shape *s, int chunk, size_t *col, size_t *rows) {
+    size_t ohw = (size_t)s->OH * (size_t)s->OW;
+    *col = (size_t)chunk * ohw * (size_t)s->C * (size_t)s->K * (size_t)s->K;
+    *rows = (size_t)chunk * ohw * (size_t)s->OC;
+}
+
+static clcnn_status im2col(clcnn_context *ctx, const clcnn_conv2d_shape *s, cl_mem col, cl_mem x,
+                           int xoff, int n0, int nimg) {
+    clcnn_kern *k = clcnn_kernel_must(ctx, "im2col");
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, col);
+    CLCNN_ARG(&a, x);
+    CLCNN_ARG(&a, xoff);
+    CLCNN_ARG(&a, n0);
+    CLCNN_ARG(&a, nimg);
+    CLCNN_ARG(&a, s->C);
+    CLCNN_ARG(&a, s->H);
+    CLCNN_ARG(&a, s->W);
+    CLCNN_ARG(&a, s->K);
+    CLCNN_ARG(&a, s->stride);
+    CLCNN_ARG(&a, s->pad);
+    CLCNN_ARG(&a, s->OH);
+    CLCNN_ARG(&a, s->OW);
+    return clcnn_launch1d(ctx, k, &a, (size_t)nimg * s->OH * s->OW);
+}
+
+clcnn_status clcnn_conv2d_forward(clcnn_context *ctx, clcnn_workspace *ws,
+                                  const clcnn_conv2d_shape *s, cl_mem y, int yoff, cl_mem x,
+                                  int xoff, cl_mem params, int woff, int boff, int N) {
+    int chunk = clcnn_conv2d_chunk(s, ws), ohw = s->OH * s->OW, ckk = s->C * s->K * s->K;
+    clcnn_kern *scatter = clcnn_kernel_must(ctx, "rows_to_nchw_bias");
+    clcnn_status st;
+    for (int n0 = 0; n0 < N; n0 += chunk) {
+        int nimg = N - n0 < chunk ? N - n0 : chunk;
+        if ((st = im2col(ctx, s, ws->col, x, xoff, n0, nimg))) return st;
+        /* rows[nimg*OHW, OC] = col[nimg*OHW, CKK] . w[OC, CKK]^T */
+        st = clcnn_gemm(ctx, 0, 1, nimg * ohw, s->OC, ckk, 1.0f, ws->col, 0, ckk, params,
+                        (size_t)woff, ckk, 0.0f, ws->rows, 0, s->OC);
+        if (st) return st;
+        clcnn_args a = {scatter->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&a, y);
+        CLCNN_ARG(&a, yoff);
+        CLCNN_ARG(&a, ws->rows);
+        CLCNN_ARG(&a, params);
+        CLCNN_ARG(&a, boff);
+        CLCNN_ARG(&a, s->bias);
+        CLCNN_ARG(&a, n0);
+        CLCNN_ARG(&a, nimg);
+        CLCNN_ARG(&a, s->OC);
+        CLCNN_ARG(&a, ohw);
+        if ((st = clcnn_launch1d(ctx, scatter, &a, (size_t)nimg * s->OC * ohw))) return st;
+    }
+    return CLCNN_SUCCESS;
+}
+
+clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
+                                   const clcnn_conv2d_shape *s, cl_mem gx, int gxoff, cl_mem grads,
+                                   int woff, int boff, cl_mem gy, int gyoff, cl_mem x, int xoff,
+                                   cl_mem params, int N) {
+    int chunk = clcnn_conv2d_chunk(s, ws), ohw = s->OH * s->OW, ckk = s->C * s->K * s->K;
+    clcnn_kern *gather = clcnn_kernel_must(ctx, "nchw_to_rows"),
+               *c2i = clcnn_kernel_must(ctx, "col2im");
+    clcnn_status st;
+    if (s->bias) {
+        clcnn_kern *kb = clcnn_kernel_must(ctx, "bias_grad");
+        int acc = 0;
+        clcnn_args a = {kb->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&a, grads);
+        CLCNN_ARG(&a, boff);
+        CLCNN_ARG(&a, gy);
+        CLCNN_ARG(&a, gyoff);
+        CLCNN_ARG(&a, N);
+        CLCNN_ARG(&a, s->OC);
+        CLCNN_ARG(&a, ohw);
+        CLCNN_ARG(&a, acc);
+        if ((st = clcnn_launch1d(ctx, kb, &a, (size_t)s->OC))) return st;
+    }
+    for (int n0 = 0; n0 < N; n0 += chunk) {
+        int nimg = N - n0 < chunk ? N - n0 : chunk;
+        clcnn_args a = {gather->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&a, ws->rows);
+        CLCNN_ARG(&a, gy);
+        CLCNN_ARG(&a, gyoff);
+        CLCNN_ARG(&a, n0);
+        CLCNN_ARG(&a, nimg);
+        CLCNN_ARG(&a, s->OC);
+        CLCNN_ARG(&a, ohw);
+        if ((st = clcnn_launch1d(ctx, gather, &a, (size_t)nimg * s->OC * ohw))) return st;
+        if ((st = im2col(ctx, s, ws->col, x, xoff, n0, nimg))) return st;
+        /* gw[OC, CKK] (+)= rows^T . col; the first chunk overwrites */
+        st = clcnn_gemm(ctx, 1, 0, s->OC, ckk, nimg * ohw, 1.0f, ws->rows, 0, s->OC, ws->col, 0,
+                        ckk, n0 == 0 ? 0.0f : 1.0f, grads, (size_t)woff, ckk);
+        if (st) return st;
+        if (!gx) continue;
+        /* dcol[nimg*OHW, CKK] = rows . w, written over col (the queue is in order) */
+        st = clcnn_gemm(ctx, 0, 0, nimg * ohw, ckk, s->OC, 1.0f, ws->rows, 0, s->OC, params,
+                        (size_t)woff, ckk, 0.0f, ws->col, 0, ckk);
+        if (st) return st;
+        clcnn_args b = {c2i->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&b, gx);
+        CLCNN_ARG(&b, gxoff);
+        CLCNN_ARG(&b, ws->col);
+        CLCNN_ARG(&b, n0);
+        CLCNN_ARG(&b, nimg);
+        CLCNN_ARG(&b, s->C);
+        CLCNN_ARG(&b, s->H);
+        CLCNN_ARG(&b, s->W);
+        CLCNN_ARG(&b, s->K);
+        CLCNN_ARG(&b, s->stride);
+        CLCNN_ARG(&b, s->pad);
+        CLCNN_ARG(&b, s->OH);
+        CLCNN_ARG(&b, s->OW);
+        if ((st = clcnn_launch1d(ctx, c2i, &b, (size_t)nimg * s->C * s->H * s->W))) return st;
+    }
+    return CLCNN_SUCCESS;
+}

@@ -1,0 +1,64 @@
+/* Host side of each layer: kernel launches over device buffers. Buffers are passed as
+ * (cl_mem, element offset) pairs so views into one allocation need no sub-buffers. Backward
+ * functions overwrite the gradients they produce (each step starts from zero, as after
+ * PyTorch's zero_grad). A NULL gx skips the input gradient (the first layer needs none). */
+#ifndef CLCNN_LAYERS_H
+#define CLCNN_LAYERS_H
+
+#include "context.h"
+
+/* Scratch space the convolutions share: an im2col matrix and a row-per-pixel matrix. Images
+ * are processed in chunks so the scratch stays bounded whatever the batch size. */
+typedef struct clcnn_workspace {
+    cl_mem col;
+    size_t col_cap; /* floats */
+    cl_mem rows;
+    size_t rows_cap; /* floats */
+} clcnn_workspace;
+
+typedef struct clcnn_conv2d_shape {
+    int C, H, W, OC, K, stride, pad, OH, OW, bias;
+} clcnn_conv2d_shape;
+
+/* Images per chunk for a conv layer given the workspace (at least 1). */
+int clcnn_conv2d_chunk(const clcnn_conv2d_shape *s, const clcnn_workspace *ws);
+/* Floats of col and rows scratch that `chunk` images of this layer need. */
+void clcnn_conv2d_scratch(const clcnn_conv2d_shape *s, int chunk, size_t *col, size_t *rows);
+
+/* y (N,OC,OH,OW) = conv(x (N,C,H,W), w (OC,C,K,K)) + b */
+clcnn_status clcnn_conv2d_forward(clcnn_context *ctx, clcnn_workspace *ws,
+                                  const clcnn_conv2d_shape *s, cl_mem y, int yoff, cl_mem x,
+                                  int xoff, cl_mem params, int woff, int boff, int N);
+/* gw, gb (into grads at woff/boff) and gx (if gx != NULL) from gy (N,OC,OH,OW) */
+clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
+                                   const clcnn_conv2d_shape *s, cl_mem gx, int gxoff, cl_mem grads,
+                                   int woff, int boff, cl_mem gy, int gyoff, cl_mem x, int xoff,
+                                   cl_mem params, int N);
+
+/* MaxPool2d over N*C planes of HxW; argmax (int per output) feeds the backward. */
+clcnn_status clcnn_maxpool2d_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem argmax,
+                                     cl_mem x, int xoff, int NC, int H, int W, int K, int stride,
+                                     int pad, int OH, int OW);
+clcnn_status clcnn_maxpool2d_backward(clcnn_context *ctx, cl_mem gx, int gxoff, cl_mem gy,
+                                      int gyoff, cl_mem argmax, int NC, int H, int W, int K,
+                                      int stride, int pad, int OH, int OW);
+
+/* y (N,OUT) = x (N,IN) w^T + b, w (OUT,IN) */
+clcnn_status clcnn_linear_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem x, int xoff,
+                                  cl_mem params, int woff, int boff, int N, int IN, int OUT);
+clcnn_status clcnn_linear_backward(clcnn_context *ctx, cl_mem gx, int gxoff, cl_mem grads, int woff,
+                                   int boff, cl_mem gy, int gyoff, cl_mem x, int xoff,
+                                   cl_mem params, int N, int IN, int OUT);
+
+clcnn_status clcnn_relu_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem x, int xoff, int n);
+clcnn_status clcnn_relu_backward(clcnn_context *ctx, cl_mem gx, int gxoff, cl_mem gy, int gyoff,
+                                 cl_mem y, int yoff, int n);
+
+/* Per-sample cross-entropy over logits (N,K) with byte labels: loss and correct (N each), and
+ * glogits = d(mean loss)/d(logits) when glogits != NULL. Then acc[0] (+)= sum(loss)/divisor and
+ * acc_correct[0] (+)= sum(correct). */
+clcnn_status clcnn_cross_entropy(clcnn_context *ctx, cl_mem loss, cl_mem correct, cl_mem glogits,
+                                 cl_mem logits, int zoff, cl_mem labels, int N, int K, cl_mem acc,
+                                 cl_mem acc_correct, float divisor, int accumulate);
+
+#endif

@@ -1,0 +1,34 @@
+/* CrossEntropyLoss host side: per-sample kernel, then a sequential reduction (cl/layers.cl). */
+#include "layers/layers.h"
+
+clcnn_status clcnn_cross_entropy(clcnn_context *ctx, cl_mem loss, cl_mem correct, cl_mem glogits,
+                                 cl_mem logits, int zoff, cl_mem labels, int N, int K, cl_mem acc,
+                                 cl_mem acc_correct, float divisor, int accumulate) {
+    clcnn_kern *k = clcnn_kernel_must(ctx, "cross_entropy");
+    clcnn_kern *r = clcnn_kernel_must(ctx, "loss_reduce");
+    int want_grad = glogits != NULL;
+    float inv_n = 1.0f / (float)N;
+    cl_mem g = glogits ? glogits : loss; /* any valid buffer: the kernel does not touch it */
+    clcnn_status st;
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, loss);
+    CLCNN_ARG(&a, correct);
+    CLCNN_ARG(&a, g);
+    CLCNN_ARG(&a, logits);
+    CLCNN_ARG(&a, zoff);
+    CLCNN_ARG(&a, labels);
+    CLCNN_ARG(&a, N);
+    CLCNN_ARG(&a, K);
+    CLCNN_ARG(&a, inv_n);
+    CLCNN_ARG(&a, want_grad);
+    if ((st = clcnn_launch1d(ctx, k, &a, (size_t)N))) return st;
+    clcnn_args b = {r->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&b, acc);
+    CLCNN_ARG(&b, acc_correct);
+    CLCNN_ARG(&b, loss);
+    CLCNN_ARG(&b, correct);
+    CLCNN_ARG(&b, N);
+    CLCNN_ARG(&b, divisor);
+    CLCNN_ARG(&b, accumulate);
+    return clcnn_launch1d(ctx, r, &b, 1);
+}

@@ -1,0 +1,57 @@
+/* Model internals shared by model.c, the training loop and the checkpoint code. */
+#ifndef CLCNN_MODEL_H
+#define CLCNN_MODEL_H
+
+#include "context.h"
+#include "layers/layers.h"
+#include "spec.h"
+
+typedef struct clcnn_param {
+    char name[32]; /* state_dict key: "<layer index>.weight" / ".bias" */
+    int ndim;
+    int64_t shape[4];
+    size_t numel;
+    size_t off; /* element offset in the parameter (and gradient, state) buffers */
+} clcnn_param;
+
+typedef struct clcnn_layer {
+    clcnn_layer_desc d;
+    int in_c, in_h, in_w;    /* per-sample input; flat inputs are (features, 1, 1) */
+    int out_c, out_h, out_w; /* per-sample output */
+    int wparam, bparam;      /* indices into params, -1 when absent */
+    clcnn_conv2d_shape conv;
+} clcnn_layer;
+
+struct clcnn_model {
+    clcnn_error err;
+    clcnn_context *ctx;
+    char *spec;
+    int in_c, in_h, in_w, out_size;
+    int n_layers;
+    clcnn_layer *layers;
+    int n_params;
+    clcnn_param *params;
+    size_t total;            /* floats in all parameters */
+    cl_mem p, g, s1, s2;     /* parameters, gradients, optimizer state (momentum / m, v) */
+    cl_mem acc, acc_correct; /* loss and hit accumulators (one value each) */
+    clcnn_optimizer_options opt;
+    int64_t step;
+    int last_n;
+    /* Per-batch buffers, sized for `cap` samples (clcnn_model_reserve). act[0] is the input,
+     * act[i+1] the output of layer i; gact[i] the gradient of act[i]. */
+    int cap;
+    cl_mem *act, *gact, *argmax;
+    cl_mem labels, loss_vec, correct_vec;
+    clcnn_workspace ws;
+};
+
+clcnn_status clcnn_model_reserve(clcnn_model *m, int n);
+/* The steps of a batch, for callers that stage act[0] and labels themselves. */
+clcnn_status clcnn_model_forward(clcnn_model *m, int n);
+clcnn_status clcnn_model_loss(clcnn_model *m, int n, int want_grad, int accumulate);
+clcnn_status clcnn_model_optimizer_step(clcnn_model *m);
+clcnn_status clcnn_model_train_staged(clcnn_model *m, int n);
+/* Reads the accumulators (waits for the queue). */
+clcnn_status clcnn_model_read_acc(clcnn_model *m, float *loss, int *correct);
+
+#endif

@@ -1,0 +1,190 @@
+/* The whole training step against PyTorch: the `seed` model starts from PyTorch's initial
+ * weights (tests/fixtures/seed_init.safetensors) and takes three steps on the same batches
+ * with SGD, SGD + Nesterov momentum + weight decay, Adam and AdamW; the losses, the hit counts,
+ * the gradients of step 1 and the weights after step 3 must match what PyTorch 1.13 computed
+ * (tests/fixtures/gen_fixtures.py). Needs no PyTorch at run time. */
+#include "safetensors.h"
+#include "testutil.h"
+
+static const char *fixture_dir = CLCNN_SOURCE_DIR "/tests/fixtures";
+
+static clcnn_st_file init_file;
+
+/* The float tensor `name` of f as a malloc'd array of `numel` floats, or NULL. */
+static float *tensor_f32(const clcnn_st_file *f, const char *name, size_t numel) {
+    const clcnn_st_tensor *t = clcnn_st_find(f, name);
+    CHECK_MSG(t != NULL, "fixture lacks %s", name);
+    if (!t) return NULL;
+    CHECK_MSG(t->dtype == CLCNN_ST_F32 && t->end - t->begin == numel * 4,
+              "fixture tensor %s has the wrong type or size", name);
+    if (t->end - t->begin != numel * 4) return NULL;
+    float *a = malloc(numel * 4 + 4);
+    memcpy(a, clcnn_st_data(f, t), numel * 4);
+    return a;
+}
+
+static double meta_num(const clcnn_st_file *f, const char *key) {
+    const char *v = clcnn_st_meta(f, key);
+    CHECK_MSG(v != NULL, "fixture lacks metadata %s", key);
+    return v ? atof(v) : 0.0;
+}
+
+/* max |got - want| / max |want| over n values */
+static double rel_err(const float *got, const float *want, size_t n) {
+    double maxw = 0, maxe = 0;
+    for (size_t i = 0; i < n; i++) {
+        maxw = fmax(maxw, fabs(want[i]));
+        maxe = fmax(maxe, fabs((double)got[i] - want[i]));
+    }
+    return maxe / (maxw > 0 ? maxw : 1);
+}
+
+/* Tolerances, justified:
+ * - loss: 1e-5 relative (the issue's bar). Both sides sum 64 fp32 log-softmax terms; the
+ *   observed gap is ~1e-7.
+ * - gradients of step 1: 1e-4 of the tensor's largest magnitude. They are fp32 sums over up to
+ *   64*32*32 = 65536 terms (conv1's weight gradient) in a different order from oneDNN/ATen's, so
+ *   each element carries a relative error up to ~sqrt(65536) * 6e-8 ~ 1.5e-5 of the sum of
+ *   magnitudes, which can be several times the element's own size.
+ * - weights after 3 SGD steps: 1e-5 relative to the tensor's magnitude: an update is lr * grad,
+ *   so gradient errors reach the weights scaled down by lr.
+ * - weights after 3 Adam/AdamW steps: Adam normalises each update to about lr per element
+ *   whatever the gradient's size (step 1 moves every weight by exactly +-lr), so a gradient
+ *   rounding difference that is tiny in absolute terms becomes a visible fraction of lr for
+ *   elements whose gradients are small or change sign between steps. We require the worst
+ *   element within lr/4 and the root-mean-square difference within lr/100 (observed: worst
+ *   0.04 lr, RMS about 0.003 lr); an indexing or formula error moves weights by ~lr. */
+static void run_config(const char *cfg) {
+    char path[512];
+    clcnn_st_file f = {0};
+    clcnn_error e = {{0}};
+    clcnn_devices *devs = NULL;
+    clcnn_context *ctx = NULL;
+    clcnn_model *m = NULL;
+    snprintf(path, sizeof path, "%s/seed_%s.safetensors", fixture_dir, cfg);
+    CHECK_MSG(clcnn_st_read(&f, path, &e) == CLCNN_SUCCESS, "%s", e.msg);
+    ctx = test_context(&devs);
+    CHECK_MSG(clcnn_model_create(&m, ctx, "seed", 3, 32, 32, 1) == CLCNN_SUCCESS, "%s",
+              clcnn_model_errmsg(m));
+    int np = clcnn_model_param_count(m);
+    CHECK(np == 10);
+    for (int i = 0; i < np; i++) {
+        const char *name;
+        size_t numel;
+        clcnn_model_param_info(m, i, &name, NULL, NULL, &numel);
+        float *w = tensor_f32(&init_file, name, numel);
+        if (w) CHECK(clcnn_model_set_param(m, i, w) == CLCNN_SUCCESS);
+        free(w);
+    }
+    clcnn_optimizer_options o;
+    const char *kind = clcnn_st_meta(&f, "optimizer");
+    clcnn_optimizer_defaults(&o, !strcmp(kind, "sgd")    ? CLCNN_OPTIMIZER_SGD
+                                 : !strcmp(kind, "adam") ? CLCNN_OPTIMIZER_ADAM
+                                                         : CLCNN_OPTIMIZER_ADAMW);
+    o.lr = meta_num(&f, "lr");
+    o.weight_decay = meta_num(&f, "weight_decay");
+    o.momentum = meta_num(&f, "momentum");
+    o.dampening = meta_num(&f, "dampening");
+    o.nesterov = (int)meta_num(&f, "nesterov");
+    if (o.kind != CLCNN_OPTIMIZER_SGD) {
+        o.beta1 = meta_num(&f, "beta1");
+        o.beta2 = meta_num(&f, "beta2");
+        o.eps = meta_num(&f, "eps");
+    }
+    CHECK_MSG(clcnn_model_set_optimizer(m, &o) == CLCNN_SUCCESS, "%s", clcnn_model_errmsg(m));
+
+    const clcnn_st_tensor *ti = clcnn_st_find(&init_file, "inputs");
+    const clcnn_st_tensor *tl = clcnn_st_find(&init_file, "labels");
+    const unsigned char *pix = clcnn_st_data(&init_file, ti), *lab = clcnn_st_data(&init_file, tl);
+    float *want_loss = tensor_f32(&f, "losses", 3);
+    const clcnn_st_tensor *tc = clcnn_st_find(&f, "correct");
+    int32_t want_correct[3] = {0};
+    if (tc) memcpy(want_correct, clcnn_st_data(&f, tc), sizeof want_correct);
+    float *x = malloc(64 * 3072 * sizeof *x);
+    for (int step = 0; step < 3 && want_loss; step++) {
+        for (int i = 0; i < 64 * 3072; i++)
+            x[i] = (float)pix[step * 64 * 3072 + i] / 255.0f;
+        CHECK_MSG(clcnn_model_train_batch(m, x, lab + step * 64, 64) == CLCNN_SUCCESS, "%s",
+                  clcnn_model_errmsg(m));
+        float loss = 0;
+        int correct = -1;
+        CHECK(clcnn_model_last_loss(m, &loss, &correct) == CLCNN_SUCCESS);
+        double rel = fabs(loss - want_loss[step]) / fabs(want_loss[step]);
+        printf("%s step %d: loss %.7f (PyTorch %.7f, rel %.2g), correct %d (PyTorch %d)\n", cfg,
+               step + 1, loss, want_loss[step], rel, correct, want_correct[step]);
+        CHECK_MSG(rel <= 1e-5, "%s step %d loss %.8f vs PyTorch %.8f", cfg, step + 1, loss,
+                  want_loss[step]);
+        CHECK(correct == want_correct[step]);
+        if (step == 0 && clcnn_st_find(&f, "grad.0.weight")) {
+            for (int i = 0; i < np; i++) {
+                const char *name;
+                size_t numel;
+                char key[64];
+                clcnn_model_param_info(m, i, &name, NULL, NULL, &numel);
+                snprintf(key, sizeof key, "grad.%s", name);
+                float *want = tensor_f32(&f, key, numel), *got = malloc(numel * 4);
+                CHECK(clcnn_model_get_grad(m, i, got) == CLCNN_SUCCESS);
+                double err = want ? rel_err(got, want, numel) : 1;
+                printf("  grad %-9s rel err %.2g\n", name, err);
+                CHECK_MSG(err <= 1e-4, "%s gradient %s differs by %.3g", cfg, name, err);
+                free(want);
+                free(got);
+            }
+        }
+    }
+    for (int i = 0; i < np; i++) {
+        const char *name;
+        size_t numel;
+        char key[64];
+        clcnn_model_param_info(m, i, &name, NULL, NULL, &numel);
+        snprintf(key, sizeof key, "final.%s", name);
+        float *want = tensor_f32(&f, key, numel), *got = malloc(numel * 4);
+        CHECK(clcnn_model_get_param(m, i, got) == CLCNN_SUCCESS);
+        if (!want) {
+            free(got);
+            continue;
+        }
+        if (o.kind == CLCNN_OPTIMIZER_SGD) {
+            double err = rel_err(got, want, numel);
+            printf("  final %-9s rel err %.2g\n", name, err);
+            CHECK_MSG(err <= 1e-5, "%s final %s differs by %.3g", cfg, name, err);
+        } else {
+            double worst = 0, sq = 0;
+            for (size_t j = 0; j < numel; j++) {
+                double d = fabs((double)got[j] - want[j]);
+                worst = fmax(worst, d);
+                sq += d * d;
+            }
+            double rms = sqrt(sq / (double)numel);
+            printf("  final %-9s max abs err %.2g (%.3f lr), rms %.2g (%.4f lr)\n", name, worst,
+                   worst / o.lr, rms, rms / o.lr);
+            CHECK_MSG(worst <= o.lr / 4, "%s final %s: an element is off by %.3g", cfg, name,
+                      worst);
+            CHECK_MSG(rms <= o.lr / 100, "%s final %s: rms difference %.3g", cfg, name, rms);
+        }
+        free(want);
+        free(got);
+    }
+    free(x);
+    free(want_loss);
+    clcnn_model_free(m);
+    clcnn_context_free(ctx);
+    clcnn_devices_free(devs);
+    clcnn_st_free(&f);
+}
+
+int main(int argc, char **argv) {
+    char path[512];
+    clcnn_error e = {{0}};
+    if (argc > 1) fixture_dir = argv[1];
+    snprintf(path, sizeof path, "%s/seed_init.safetensors", fixture_dir);
+    if (clcnn_st_read(&init_file, path, &e) != CLCNN_SUCCESS) {
+        fprintf(stderr, "%s\n", e.msg);
+        return 1;
+    }
+    const char *cfgs[] = {"sgd", "sgd_nesterov", "adam", "adamw"};
+    for (int i = 0; i < 4; i++)
+        run_config(cfgs[i]);
+    clcnn_st_free(&init_file);
+    return test_finish("test_fixtures");
+}
