@@ -103,19 +103,18 @@ __kernel void loss_reduce(__global float *acc, __global int *acc_correct,
     acc_correct[0] = accumulate ? acc_correct[0] + c : c;
 }
 
-/* Stages a batch from a data set held on the device as bytes: x[b] = (pixel/255 - mean[c]) /
- * std[c] for sample idx[ioff + b], labels copied alongside. */
+/* Stages a batch from a data set held on the device as bytes: x[b] = (pixel/255 - mean[c]) *
+ * inv_std[c] for sample order[first + b] (or first + b when use_order is 0), with its label.
+ * norm holds C means then C inverse standard deviations. */
 __kernel void gather_batch(__global float *x, __global uchar *labels_out,
                            __global const uchar *images, __global const uchar *labels,
-                           __global const int *idx, int ioff, int N, int C, int HW,
-                           float4 mean, float4 inv_std) {
+                           __global const int *order, int use_order, int first, int N, int C,
+                           int HW, __global const float *norm) {
     int i = get_global_id(0);
     if (i >= N * C * HW) return;
     int p = i % HW, c = (i / HW) % C, b = i / (HW * C);
-    int s = idx[ioff + b];
-    float m = c == 0 ? mean.x : c == 1 ? mean.y : c == 2 ? mean.z : mean.w;
-    float is = c == 0 ? inv_std.x : c == 1 ? inv_std.y : c == 2 ? inv_std.z : inv_std.w;
+    int s = use_order ? order[first + b] : first + b;
     float v = (float)images[((long)s * C + c) * HW + p] / 255.0f;
-    x[i] = (v - m) * is;
+    x[i] = (v - norm[c]) * norm[C + c];
     if (c == 0 && p == 0) labels_out[b] = labels[s];
 }

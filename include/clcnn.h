@@ -248,6 +248,124 @@ clcnn_status clcnn_model_predict(clcnn_model *model, const float *x, int n, floa
 /* Number of optimizer steps taken since the optimizer was set. */
 int64_t clcnn_model_step_count(const clcnn_model *model);
 
+/* ---------------------------------------------------------------------------------------- */
+/* Data sets                                                                                  */
+
+/* Images and labels held on a context's device as bytes (uploaded once); batches are
+ * gathered, scaled to [0,1] like torchvision's ToTensor and optionally normalised on the
+ * device. */
+typedef struct clcnn_dataset clcnn_dataset;
+
+typedef enum clcnn_dataset_format {
+    CLCNN_DATASET_AUTO = 0, /* detect from the files in the folder */
+    CLCNN_DATASET_CIFAR10 = 1,
+    CLCNN_DATASET_MNIST = 2,
+    CLCNN_DATASET_FASHION_MNIST = 3
+} clcnn_dataset_format;
+
+/* Parses "cifar10", "mnist", "fashion-mnist" or "auto"; -1 when unknown. */
+int clcnn_dataset_format_parse(const char *name);
+
+/* Opens the training split (train = 1) or the test split (train = 0) of a folder: CIFAR-10
+ * binary (data_batch_1..5.bin / test_batch.bin, also inside cifar-10-batches-bin/) or IDX
+ * (train-/t10k-images-idx3-ubyte and -labels-idx1-ubyte, plain or .gz). Every file is
+ * validated first; a bad one fails with CLCNN_ERR_FORMAT or CLCNN_ERR_IO and a message that
+ * names it. On failure *out still receives a handle (unless memory ran out) whose errmsg says
+ * why; free it either way. */
+clcnn_status clcnn_dataset_open(clcnn_dataset **out, clcnn_context *ctx, const char *dir,
+                                clcnn_dataset_format format, int train);
+
+/* A data set from the embedder's memory: n images of channels x height x width bytes (CHW,
+ * 0..255) and n labels (< 256; must be below the model's outputs when trained on). Copied. */
+clcnn_status clcnn_dataset_from_memory(clcnn_dataset **out, clcnn_context *ctx,
+                                       const uint8_t *images, const uint8_t *labels, int n,
+                                       int channels, int height, int width);
+
+void clcnn_dataset_free(clcnn_dataset *ds);
+const char *clcnn_dataset_errmsg(const clcnn_dataset *ds);
+
+/* Number of samples, image shape, and the format it was read as (AUTO for memory). */
+int clcnn_dataset_size(const clcnn_dataset *ds);
+void clcnn_dataset_shape(const clcnn_dataset *ds, int *channels, int *height, int *width);
+clcnn_dataset_format clcnn_dataset_format_of(const clcnn_dataset *ds);
+const char *clcnn_dataset_format_name(clcnn_dataset_format format);
+
+/* Per-channel normalisation after scaling to [0,1]: (x - mean[c]) / std[c], as
+ * torchvision's Normalize. mean and std hold `channels` values; std must be > 0. */
+clcnn_status clcnn_dataset_set_normalize(clcnn_dataset *ds, const float *mean, const float *std);
+
+/* Sets the sample order used by clcnn_model_train_dataset: shuffle = 0 keeps file order;
+ * otherwise a permutation drawn from (seed, epoch) alone, so any epoch's order can be
+ * recreated (this is what makes --resume exact). Uploads the order (waits for it). */
+clcnn_status clcnn_dataset_set_epoch(clcnn_dataset *ds, uint64_t seed, int64_t epoch, int shuffle);
+
+/* One training step on samples order[first .. first+n) of the data set (see
+ * clcnn_dataset_set_epoch). Nothing is copied from the host: the batch is gathered on the
+ * device. Does not wait for the result (clcnn_model_last_loss does). */
+clcnn_status clcnn_model_train_dataset(clcnn_model *model, clcnn_dataset *ds, int first, int n);
+
+/* Evaluates the whole data set in file order, in batches of batch_size: mean cross-entropy
+ * over all samples and the number of correct predictions. Waits. */
+clcnn_status clcnn_model_evaluate(clcnn_model *model, clcnn_dataset *ds, int batch_size,
+                                  double *mean_loss, int *correct);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Checkpoints (safetensors)                                                                  */
+
+/* Where a training run stands: completed epochs, optimizer steps taken in total, batches
+ * taken in the current (unfinished) epoch, and the seed that drives the epoch order. */
+typedef struct clcnn_checkpoint_info {
+    int64_t epoch;
+    int64_t step;
+    int64_t batch_in_epoch;
+    uint64_t seed;
+} clcnn_checkpoint_info;
+
+/* Writes the model to `path` as safetensors with torch.nn.Sequential state_dict names, so
+ * `model.load_state_dict(safetensors.torch.load_file(path))` works in PyTorch; __metadata__
+ * holds the spec, input shape, epoch, step, seed and clcnn version. The optimizer state
+ * (momentum or moments, step count, hyperparameters) goes to a sibling file, `path` with
+ * ".safetensors" replaced by ".state.safetensors", written first. Both writes are atomic
+ * (temp file, fsync, rename) and both carry an XXH64 of the weights, checked on load. */
+clcnn_status clcnn_model_save_checkpoint(clcnn_model *model, const char *path,
+                                         const clcnn_checkpoint_info *info);
+
+/* Loads weights only (the --init path) from a safetensors state_dict, e.g. one PyTorch saved
+ * with safetensors.torch.save_file(model.state_dict(), path). A common key prefix (the
+ * tutorial's "model1.") is accepted. F32 and F64 tensors are accepted. A missing or unexpected
+ * tensor under the prefix, or a shape mismatch, is CLCNN_ERR_FORMAT naming the tensor. */
+clcnn_status clcnn_model_load_weights(clcnn_model *model, const char *path);
+
+/* Loads a checkpoint written by clcnn_model_save_checkpoint, weights and optimizer state
+ * (which replaces the current optimizer), and returns where the run stood. The weights' hash
+ * must match the one recorded in both files: a torn or edited file is refused. */
+clcnn_status clcnn_model_load_checkpoint(clcnn_model *model, const char *path,
+                                         clcnn_checkpoint_info *info);
+
+/* Reads a checkpoint's model spec and input shape without a model, so the right model can be
+ * built before loading. Messages go to err (errsize bytes). Any output may be NULL. */
+clcnn_status clcnn_checkpoint_peek(const char *path, char *spec, size_t spec_size, int *channels,
+                                   int *height, int *width, char *err, size_t errsize);
+
+/* ---------------------------------------------------------------------------------------- */
+/* TensorBoard logs                                                                           */
+
+/* What torch.utils.tensorboard.SummaryWriter writes for add_scalar: an
+ * events.out.tfevents.<time>.<host> file in logdir (created with its parents) that
+ * `tensorboard --logdir` reads. Every scalar reaches the OS when it is added, so a killed run
+ * keeps every complete record. */
+typedef struct clcnn_summary_writer clcnn_summary_writer;
+
+/* On failure *out still receives a handle (unless memory ran out) whose errmsg says why. */
+clcnn_status clcnn_summary_writer_open(clcnn_summary_writer **out, const char *logdir);
+clcnn_status clcnn_summary_writer_add_scalar(clcnn_summary_writer *w, const char *tag, float value,
+                                             int64_t step);
+/* The event file's path ("" when not open). */
+const char *clcnn_summary_writer_path(const clcnn_summary_writer *w);
+const char *clcnn_summary_writer_errmsg(const clcnn_summary_writer *w);
+/* Closes and frees; reports a failed write or close. NULL is a no-op. */
+clcnn_status clcnn_summary_writer_close(clcnn_summary_writer *w);
+
 #ifdef __cplusplus
 }
 #endif

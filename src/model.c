@@ -377,11 +377,11 @@ static clcnn_status backward(clcnn_model *m, int n) {
     return ctx_status(m, st);
 }
 
-clcnn_status clcnn_model_loss(clcnn_model *m, int n, int want_grad, int accumulate) {
+clcnn_status clcnn_model_loss(clcnn_model *m, int n, int want_grad, int sum, int accumulate) {
     clcnn_status st = clcnn_cross_entropy(m->ctx, m->loss_vec, m->correct_vec,
                                           want_grad ? m->gact[m->n_layers] : NULL,
                                           m->act[m->n_layers], 0, m->labels, n, m->out_size, m->acc,
-                                          m->acc_correct, accumulate ? 1.0f : (float)n, accumulate);
+                                          m->acc_correct, sum ? 1.0f : (float)n, accumulate);
     m->last_n = n;
     return ctx_status(m, st);
 }
@@ -441,7 +441,7 @@ clcnn_status clcnn_model_optimizer_step(clcnn_model *m) {
 clcnn_status clcnn_model_train_staged(clcnn_model *m, int n) {
     clcnn_status st;
     if ((st = clcnn_model_forward(m, n))) return st;
-    if ((st = clcnn_model_loss(m, n, 1, 0))) return st;
+    if ((st = clcnn_model_loss(m, n, 1, 0, 0))) return st;
     if ((st = backward(m, n))) return st;
     return clcnn_model_optimizer_step(m);
 }
@@ -484,7 +484,7 @@ clcnn_status clcnn_model_eval_batch(clcnn_model *m, const float *x, const uint8_
     if (!labels) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL labels");
     if ((st = stage_host(m, x, labels, n))) return st;
     if ((st = clcnn_model_forward(m, n))) return st;
-    return clcnn_model_loss(m, n, 0, 0);
+    return clcnn_model_loss(m, n, 0, 0, 0);
 }
 
 clcnn_status clcnn_model_read_acc(clcnn_model *m, float *loss, int *correct) {

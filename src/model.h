@@ -48,7 +48,8 @@ struct clcnn_model {
 clcnn_status clcnn_model_reserve(clcnn_model *m, int n);
 /* The steps of a batch, for callers that stage act[0] and labels themselves. */
 clcnn_status clcnn_model_forward(clcnn_model *m, int n);
-clcnn_status clcnn_model_loss(clcnn_model *m, int n, int want_grad, int accumulate);
+/* sum: accumulate the sum of per-sample losses instead of the batch mean (evaluation). */
+clcnn_status clcnn_model_loss(clcnn_model *m, int n, int want_grad, int sum, int accumulate);
 clcnn_status clcnn_model_optimizer_step(clcnn_model *m);
 clcnn_status clcnn_model_train_staged(clcnn_model *m, int n);
 /* Reads the accumulators (waits for the queue). */

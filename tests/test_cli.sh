@@ -31,8 +31,8 @@ type=$(echo "$list" | awk 'NR==2 {print $3}')
 for f in "$type" 0 0:0; do
     out=$(CLCNN_VISIBLE_DEVICES=$f "$bin" --list-devices 2>&1)
     [ $? -eq 0 ] && echo "$out" | grep -q '^0  *0:0 .*\*$'; check "filter=$f" $? "$out"
-    out=$(CLCNN_VISIBLE_DEVICES=$f "$bin" 2>&1)
-    [ $? -eq 0 ] && echo "$out" | grep -q '^device 0:0 '; check "select filter=$f" $? "$out"
+    out=$(CLCNN_VISIBLE_DEVICES=$f "$bin" --data /nonexistent-clcnn-data 2>&1)
+    echo "$out" | grep -q ' on device 0:0 '; check "select filter=$f" $? "$out"
 done
 for f in '' 7 9:9 gpuu 0,,1; do
     for args in "--list-devices" ""; do

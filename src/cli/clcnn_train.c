@@ -1,77 +1,252 @@
-/* clcnn_train: the command-line front end. It uses only the public API (include/clcnn.h);
- * it is the one place that prints. */
+/* clcnn_train: the command-line front end, the PyTorch CIFAR-10 tutorial's training loop on any
+ * OpenCL device. It uses only the public API (include/clcnn.h); it is the one place that
+ * prints. */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "clcnn.h"
+
+#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
 typedef struct cli_options {
     int platform, device;
     int list_devices, version, help;
+    const char *data, *dataset, *model, *logdir, *save_dir, *metrics, *init, *resume;
+    const char *normalize;
+    int model_given, seed_given, lr_given;
+    long epochs, batch_size, log_every, max_steps;
+    double lr, momentum, weight_decay, beta1, beta2, eps;
+    int nesterov, no_shuffle, eval_only, no_tensorboard;
+    clcnn_optimizer_kind optimizer;
+    uint64_t seed;
 } cli_options;
 
 static const char usage_text[] =
     "Usage: clcnn_train [options]\n"
-    "Train a CNN on an OpenCL device (the PyTorch CIFAR-10 tutorial loop).\n"
+    "Train a CNN on an OpenCL device: the PyTorch CIFAR-10 tutorial's loop (cross-entropy,\n"
+    "SGD, test loss and accuracy every epoch, a checkpoint every epoch, TensorBoard scalars).\n"
     "\n"
-    "Device selection:\n"
+    "Device:\n"
     "  --list-devices        list the visible OpenCL devices (like nvidia-smi) and exit\n"
     "  --platform P          use platform P (index in clGetPlatformIDs order)\n"
     "  --device D            with --platform: the D-th visible device of platform P;\n"
     "                        alone: the D-th device of the visible list\n"
     "                        (neither: the first visible GPU, else the first visible device)\n"
     "  --version             print clcnn's version and the OpenCL/CLBlast versions found\n"
+    "\n"
+    "Data:\n"
+    "  --data DIR            data folder: CIFAR-10 binary (data_batch_1..5.bin, test_batch.bin,\n"
+    "                        also inside cifar-10-batches-bin/) or MNIST/Fashion-MNIST IDX files\n"
+    "                        (plain or .gz). Default: " DEFAULT_DATA "\n"
+    "                        when it exists (Debian's dataset-fashion-mnist)\n"
+    "  --dataset NAME        cifar10 | mnist | fashion-mnist (default: detect from the files)\n"
+    "  --normalize M,S       after scaling pixels to [0,1]: (x - M) / S for every channel, or\n"
+    "                        C means then C stds (e.g. 0.49,0.48,0.45,0.25,0.24,0.26)\n"
+    "  --no-shuffle          keep file order (default: reshuffle every epoch from --seed)\n"
+    "\n"
+    "Model and optimizer:\n"
+    "  --model SPEC          a preset (seed, seed-relu) or a spec, see docs/MODEL_SPEC.md\n"
+    "                        (default: seed)\n"
+    "  --optimizer NAME      sgd | adam | adamw (default: sgd)\n"
+    "  --lr X                learning rate (default: 0.01 for sgd, 0.001 for adam/adamw)\n"
+    "  --momentum X          SGD momentum (default: 0)\n"
+    "  --nesterov            SGD Nesterov momentum (needs --momentum)\n"
+    "  --weight-decay X      L2 penalty for sgd/adam, decoupled for adamw (default: 0, adamw\n"
+    "                        0.01)\n"
+    "  --betas B1,B2         Adam/AdamW betas (default: 0.9,0.999)\n"
+    "  --eps X               Adam/AdamW epsilon (default: 1e-8)\n"
+    "  --seed N              seed for initial weights and shuffling (default: 1); the same seed\n"
+    "                        repeats a run bit for bit on the same device\n"
+    "\n"
+    "Training:\n"
+    "  --epochs N            epochs to train (default: 10)\n"
+    "  --batch-size N        samples per step (default: 64); the last partial batch is used\n"
+    "  --max-steps N         stop after N steps in total, then evaluate and save as at an\n"
+    "                        epoch's end\n"
+    "  --log-every N         log the step's loss, elapsed time and images/s every N steps\n"
+    "                        (default: 100)\n"
+    "  --init FILE           start from weights in a safetensors state_dict (e.g. PyTorch's\n"
+    "                        safetensors.torch.save_file(model.state_dict(), FILE)); a common\n"
+    "                        key prefix such as 'model1.' is accepted\n"
+    "  --resume FILE         continue a run from a checkpoint (FILE and FILE's .state sibling):\n"
+    "                        weights, optimizer state, step and epoch\n"
+    "  --eval-only           evaluate the test set with --init or --resume weights and exit\n"
+    "\n"
+    "Output:\n"
+    "  --save-dir DIR        checkpoint folder: epoch_<N>.safetensors after every epoch, loadable\n"
+    "                        with model.load_state_dict(safetensors.torch.load_file(f))\n"
+    "                        (default: model)\n"
+    "  --logdir DIR          TensorBoard folder: train_loss by step, test_loss and test_accuracy\n"
+    "                        by epoch (default: logs)\n"
+    "  --no-tensorboard      do not write TensorBoard events\n"
+    "  --metrics FILE        append JSON Lines: one record per log point and per evaluation\n"
     "  -h, --help            show this help\n"
     "\n"
     "Environment:\n"
     "  CLCNN_VISIBLE_DEVICES  comma list of global indices (3), P:D pairs (0:1) or type words\n"
     "                         (cpu, gpu, accelerator); its order is the visible order; empty\n"
     "                         hides every device\n"
+    "  CLCNN_BACKEND          GEMM backend: cpu, opencl or clblast (default: by device type)\n"
     "  CLCNN_KERNEL_DIR       read kernel sources from DIR/<name>.cl instead of the embedded ones\n"
     "  CLCNN_CACHE_DIR        program-binary cache folder (default $XDG_CACHE_HOME/clcnn or\n"
     "                         ~/.cache/clcnn); CLCNN_CACHE=0 turns the cache off\n";
 
-static void die(const char *fmt, const char *a, const char *b) {
+static void die(const char *fmt, ...) {
+    va_list ap;
     fprintf(stderr, "clcnn_train: ");
-    fprintf(stderr, fmt, a, b);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fputc('\n', stderr);
     exit(2);
 }
 
-/* Parses a non-negative int option value strictly (no trailing garbage, no overflow). */
-static int parse_index(const char *opt, const char *v) {
+static const char *need_value(int argc, char **argv, int i) {
+    if (i + 1 >= argc || argv[i + 1] == NULL) die("%s needs a value (see --help)", argv[i]);
+    return argv[i + 1];
+}
+
+/* Strict integer in [lo, hi]: no trailing garbage, no overflow. */
+static long parse_long(const char *opt, const char *v, long lo, long hi) {
     char *end = NULL;
-    long x;
-    if (!v) die("%s needs a value%s", opt, "");
     errno = 0;
-    x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < 0 || x > INT_MAX)
-        die("%s: '%s' is not a non-negative integer", opt, v);
-    return (int)x;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        if (lo == 0 && hi == INT_MAX) die("%s: '%s' is not a non-negative integer", opt, v);
+        die("%s: '%s' is not an integer in [%ld, %ld]", opt, v, lo, hi);
+    }
+    return x;
+}
+
+/* Strict finite number; `positive` requires > 0, else >= 0. */
+static double parse_double(const char *opt, const char *v, int positive) {
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x)) die("%s: '%s' is not a number", opt, v);
+    if (positive && !(x > 0)) die("%s: %s must be greater than 0", opt, v);
+    if (!positive && x < 0) die("%s: %s must not be negative", opt, v);
+    return x;
 }
 
 static void parse_args(int argc, char **argv, cli_options *o) {
     memset(o, 0, sizeof *o);
     o->platform = o->device = -1;
+    o->model = "seed";
+    o->logdir = "logs";
+    o->save_dir = "model";
+    o->epochs = 10;
+    o->batch_size = 64;
+    o->log_every = 100;
+    o->lr = 0.01;
+    o->beta1 = 0.9;
+    o->beta2 = 0.999;
+    o->eps = 1e-8;
+    o->weight_decay = -1; /* per optimizer default */
+    o->seed = 1;
+    o->optimizer = CLCNN_OPTIMIZER_SGD;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = 1;
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
-            o->help = 1;
+            o->help = 1, takes = 0;
         else if (!strcmp(a, "--version"))
-            o->version = 1;
+            o->version = 1, takes = 0;
         else if (!strcmp(a, "--list-devices"))
-            o->list_devices = 1;
-        else if (!strcmp(a, "--platform"))
-            o->platform = parse_index(a, v), i++;
-        else if (!strcmp(a, "--device"))
-            o->device = parse_index(a, v), i++;
-        else
-            die("unknown option '%s' (see --help)%s", a, "");
+            o->list_devices = 1, takes = 0;
+        else if (!strcmp(a, "--nesterov"))
+            o->nesterov = 1, takes = 0;
+        else if (!strcmp(a, "--no-shuffle"))
+            o->no_shuffle = 1, takes = 0;
+        else if (!strcmp(a, "--eval-only"))
+            o->eval_only = 1, takes = 0;
+        else if (!strcmp(a, "--no-tensorboard"))
+            o->no_tensorboard = 1, takes = 0;
+        else {
+            const char *v = need_value(argc, argv, i);
+            if (!strcmp(a, "--platform"))
+                o->platform = (int)parse_long(a, v, 0, INT_MAX);
+            else if (!strcmp(a, "--device"))
+                o->device = (int)parse_long(a, v, 0, INT_MAX);
+            else if (!strcmp(a, "--data"))
+                o->data = v;
+            else if (!strcmp(a, "--dataset"))
+                o->dataset = v;
+            else if (!strcmp(a, "--model"))
+                o->model = v, o->model_given = 1;
+            else if (!strcmp(a, "--epochs"))
+                o->epochs = parse_long(a, v, 1, 1000000);
+            else if (!strcmp(a, "--batch-size"))
+                o->batch_size = parse_long(a, v, 1, 1 << 20);
+            else if (!strcmp(a, "--log-every"))
+                o->log_every = parse_long(a, v, 1, LONG_MAX);
+            else if (!strcmp(a, "--max-steps"))
+                o->max_steps = parse_long(a, v, 1, LONG_MAX);
+            else if (!strcmp(a, "--lr"))
+                o->lr = parse_double(a, v, 1), o->lr_given = 1;
+            else if (!strcmp(a, "--momentum"))
+                o->momentum = parse_double(a, v, 0);
+            else if (!strcmp(a, "--weight-decay"))
+                o->weight_decay = parse_double(a, v, 0);
+            else if (!strcmp(a, "--eps"))
+                o->eps = parse_double(a, v, 0);
+            else if (!strcmp(a, "--betas")) {
+                char *end = NULL;
+                errno = 0;
+                o->beta1 = strtod(v, &end);
+                if (errno || end == v || *end != ',') die("--betas: '%s' is not B1,B2", v);
+                const char *b2 = end + 1;
+                o->beta2 = strtod(b2, &end);
+                if (errno || end == b2 || *end) die("--betas: '%s' is not B1,B2", v);
+                if (!(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
+                    die("--betas: %s: each beta must be in [0, 1)", v);
+            } else if (!strcmp(a, "--optimizer")) {
+                if (!strcmp(v, "sgd"))
+                    o->optimizer = CLCNN_OPTIMIZER_SGD;
+                else if (!strcmp(v, "adam"))
+                    o->optimizer = CLCNN_OPTIMIZER_ADAM;
+                else if (!strcmp(v, "adamw"))
+                    o->optimizer = CLCNN_OPTIMIZER_ADAMW;
+                else
+                    die("--optimizer: '%s' is not sgd, adam or adamw", v);
+            } else if (!strcmp(a, "--seed")) {
+                o->seed = (uint64_t)parse_long(a, v, 0, LONG_MAX), o->seed_given = 1;
+            } else if (!strcmp(a, "--logdir"))
+                o->logdir = v;
+            else if (!strcmp(a, "--save-dir"))
+                o->save_dir = v;
+            else if (!strcmp(a, "--metrics"))
+                o->metrics = v;
+            else if (!strcmp(a, "--init"))
+                o->init = v;
+            else if (!strcmp(a, "--resume"))
+                o->resume = v;
+            else if (!strcmp(a, "--normalize"))
+                o->normalize = v;
+            else
+                die("unknown option '%s' (see --help)", a);
+        }
+        i += takes;
     }
+    if (o->dataset && clcnn_dataset_format_parse(o->dataset) < 0)
+        die("--dataset: '%s' is not cifar10, mnist or fashion-mnist", o->dataset);
+    if (o->nesterov && o->momentum <= 0) die("--nesterov needs --momentum greater than 0");
+    if (o->optimizer != CLCNN_OPTIMIZER_SGD && (o->momentum > 0 || o->nesterov))
+        die("--momentum and --nesterov apply to --optimizer sgd only");
+    if (o->init && o->resume) die("--init and --resume exclude each other");
+    if (o->eval_only && !o->init && !o->resume)
+        die("--eval-only needs weights: --init FILE or --resume FILE");
+    if (!o->lr_given && o->optimizer != CLCNN_OPTIMIZER_SGD) o->lr = 1e-3;
+    if (o->weight_decay < 0) o->weight_decay = o->optimizer == CLCNN_OPTIMIZER_ADAMW ? 1e-2 : 0;
 }
 
 static const char *type_name(clcnn_device_type t) {
@@ -107,14 +282,246 @@ static int print_version(void) {
     return 0;
 }
 
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* mkdir -p; returns 0 or an errno. */
+static int make_dirs(const char *dir) {
+    char tmp[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof tmp) return ENAMETOOLONG;
+    memcpy(tmp, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (tmp[i] != '/' && tmp[i] != '\0') continue;
+        char c = tmp[i];
+        tmp[i] = '\0';
+        if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return errno;
+        tmp[i] = c;
+    }
+    struct stat sb;
+    if (stat(dir, &sb) != 0) return errno;
+    return S_ISDIR(sb.st_mode) ? 0 : ENOTDIR;
+}
+
+/* Fails early, before any training, when checkpoints could not be written. */
+static int check_writable_dir(const char *dir, const char *opt) {
+    char probe[4200];
+    int err = make_dirs(dir);
+    if (!err) {
+        snprintf(probe, sizeof probe, "%s/.clcnn_write_test.%ld", dir, (long)getpid());
+        FILE *f = fopen(probe, "wb");
+        if (!f)
+            err = errno;
+        else {
+            fclose(f);
+            remove(probe);
+        }
+    }
+    if (err) {
+        fprintf(stderr, "clcnn_train: %s %s is not writable: %s\n", opt, dir, strerror(err));
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_normalize(const char *v, int channels, float *mean, float *std) {
+    double vals[64];
+    int n = 0;
+    const char *p = v;
+    while (*p && n < 64) {
+        char *end = NULL;
+        errno = 0;
+        vals[n] = strtod(p, &end);
+        if (errno || end == p || !isfinite(vals[n])) return -1;
+        n++;
+        if (*end == ',')
+            p = end + 1;
+        else if (*end == '\0')
+            p = end;
+        else
+            return -1;
+    }
+    if (*p) return -1;
+    if (n == 2) {
+        for (int c = 0; c < channels; c++)
+            mean[c] = (float)vals[0], std[c] = (float)vals[1];
+    } else if (n == 2 * channels) {
+        for (int c = 0; c < channels; c++)
+            mean[c] = (float)vals[c], std[c] = (float)vals[channels + c];
+    } else {
+        return -1;
+    }
+    for (int c = 0; c < channels; c++)
+        if (!(std[c] > 0)) return -1;
+    return 0;
+}
+
+typedef struct run_state {
+    const cli_options *o;
+    clcnn_context *ctx;
+    clcnn_model *model;
+    clcnn_dataset *train, *test;
+    clcnn_summary_writer *tb;
+    FILE *metrics;
+    int tty;
+    double t_start;
+} run_state;
+
+static int metrics_line(run_state *r, const char *fmt, ...) {
+    va_list ap;
+    if (!r->metrics) return 0;
+    va_start(ap, fmt);
+    vfprintf(r->metrics, fmt, ap);
+    va_end(ap);
+    if (fflush(r->metrics) != 0 || ferror(r->metrics)) {
+        fprintf(stderr, "clcnn_train: writing %s failed: %s\n", r->o->metrics, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int tb_scalar(run_state *r, const char *tag, float v, int64_t step) {
+    if (!r->tb) return 0;
+    if (clcnn_summary_writer_add_scalar(r->tb, tag, v, step) != CLCNN_SUCCESS) {
+        fprintf(stderr, "clcnn_train: %s\n", clcnn_summary_writer_errmsg(r->tb));
+        return -1;
+    }
+    return 0;
+}
+
+static int evaluate(run_state *r, int64_t epoch, int64_t step) {
+    double loss = 0;
+    int correct = 0, n = clcnn_dataset_size(r->test);
+    if (clcnn_model_evaluate(r->model, r->test, (int)r->o->batch_size, &loss, &correct)) {
+        fprintf(stderr, "clcnn_train: evaluation failed: %s\n", clcnn_model_errmsg(r->model));
+        return -1;
+    }
+    double acc = (double)correct / n;
+    printf("epoch %" PRId64 ": test loss %.4f, test accuracy %.4f (%d/%d)\n", epoch, loss, acc,
+           correct, n);
+    fflush(stdout);
+    if (metrics_line(r,
+                     "{\"type\":\"eval\",\"epoch\":%" PRId64 ",\"step\":%" PRId64
+                     ",\"test_loss\":%.9g,\"test_accuracy\":%.9g}\n",
+                     epoch, step, loss, acc))
+        return -1;
+    if (tb_scalar(r, "test_loss", (float)loss, epoch) ||
+        tb_scalar(r, "test_accuracy", (float)acc, epoch))
+        return -1;
+    return 0;
+}
+
+static void progress(run_state *r, int64_t epoch, int64_t b, int64_t nb, float loss, double ips) {
+    if (!r->tty) return;
+    int width = 24, fill = nb ? (int)(width * b / nb) : width;
+    double eta = ips > 0 ? (double)(nb - b) * (double)r->o->batch_size / ips : 0;
+    printf("\r\033[Kepoch %" PRId64 " [%.*s%*s] %" PRId64 "/%" PRId64 " loss %.4f %.0f img/s ETA "
+           "%d:%02d",
+           epoch, fill, "########################", width - fill, "", b, nb, loss, ips,
+           (int)eta / 60, (int)eta % 60);
+    fflush(stdout);
+}
+
+static int save(run_state *r, const clcnn_checkpoint_info *info, int64_t epoch_label) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/epoch_%" PRId64 ".safetensors", r->o->save_dir, epoch_label);
+    if (clcnn_model_save_checkpoint(r->model, path, info)) {
+        fprintf(stderr, "clcnn_train: saving failed: %s\n", clcnn_model_errmsg(r->model));
+        return -1;
+    }
+    printf("saved %s\n", path);
+    fflush(stdout);
+    return 0;
+}
+
+static int train(run_state *r, clcnn_checkpoint_info info) {
+    const cli_options *o = r->o;
+    int n = clcnn_dataset_size(r->train), bs = (int)o->batch_size;
+    int64_t nb = (n + bs - 1) / bs;
+    double t_last = now();
+    int64_t last_step = info.step;
+    r->t_start = now();
+    for (int64_t e = info.epoch; e < o->epochs; e++) {
+        int64_t b0 = info.batch_in_epoch;
+        info.batch_in_epoch = 0;
+        if (clcnn_dataset_set_epoch(r->train, info.seed, e, !o->no_shuffle)) {
+            fprintf(stderr, "clcnn_train: %s\n", clcnn_dataset_errmsg(r->train));
+            return -1;
+        }
+        if (!r->tty) printf("----- epoch %" PRId64 "/%ld -----\n", e + 1, o->epochs);
+        for (int64_t b = b0; b < nb; b++) {
+            int first = (int)(b * bs), cnt = n - first < bs ? n - first : bs;
+            if (clcnn_model_train_dataset(r->model, r->train, first, cnt)) {
+                fprintf(stderr, "\nclcnn_train: step %" PRId64 " failed: %s\n", info.step + 1,
+                        clcnn_model_errmsg(r->model));
+                return -1;
+            }
+            info.step++;
+            int log = info.step % o->log_every == 0;
+            if (log || r->tty) {
+                float loss = 0;
+                if (clcnn_model_last_loss(r->model, &loss, NULL)) {
+                    fprintf(stderr, "\nclcnn_train: %s\n", clcnn_model_errmsg(r->model));
+                    return -1;
+                }
+                if (!isfinite(loss)) {
+                    fprintf(stderr,
+                            "%sclcnn_train: the loss is %s at step %" PRId64 " (epoch %" PRId64
+                            "); stopping. Lower --lr? The last checkpoint in %s is intact.\n",
+                            r->tty ? "\n" : "", isnan(loss) ? "NaN" : "infinite", info.step, e + 1,
+                            o->save_dir);
+                    return -1;
+                }
+                double t = now(), ips = (double)(info.step - last_step) * bs / (t - t_last);
+                if (log) {
+                    if (r->tty) printf("\r\033[K");
+                    printf("step %" PRId64 "  epoch %" PRId64 "  loss %.4f  elapsed %.1f s  %.1f "
+                           "img/s\n",
+                           info.step, e + 1, loss, t - r->t_start, ips);
+                    fflush(stdout);
+                    if (metrics_line(r,
+                                     "{\"type\":\"train\",\"epoch\":%" PRId64 ",\"step\":%" PRId64
+                                     ",\"loss\":%.9g,\"elapsed_s\":%.6f,"
+                                     "\"images_per_s\":%.3f}\n",
+                                     e + 1, info.step, loss, t - r->t_start, ips) ||
+                        tb_scalar(r, "train_loss", loss, info.step))
+                        return -1;
+                    t_last = t, last_step = info.step;
+                }
+                progress(r, e + 1, b + 1, nb, loss, ips);
+            }
+            if (o->max_steps && info.step >= o->max_steps) {
+                int whole = b + 1 == nb;
+                if (r->tty) printf("\n");
+                printf("reached --max-steps %ld\n", o->max_steps);
+                info.epoch = whole ? e + 1 : e;
+                info.batch_in_epoch = whole ? 0 : b + 1;
+                if (evaluate(r, e + 1, info.step)) return -1;
+                return save(r, &info, e + 1);
+            }
+        }
+        if (r->tty) printf("\n");
+        info.epoch = e + 1;
+        if (evaluate(r, e + 1, info.step)) return -1;
+        if (save(r, &info, e + 1)) return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     cli_options o;
     clcnn_devices *devs = NULL;
-    clcnn_context *ctx = NULL;
     clcnn_device_info info;
+    run_state r;
     int idx = -1, rc = 1;
     clcnn_status st;
+    char spec[4096];
+    memset(&r, 0, sizeof r);
     parse_args(argc, argv, &o);
+    r.o = &o;
     if (o.help) {
         fputs(usage_text, stdout);
         return 0;
@@ -127,14 +534,13 @@ int main(int argc, char **argv) {
     }
     st = clcnn_devices_select(devs, o.platform, o.device, &idx);
     if (o.list_devices) {
-        size_t n;
-        char *buf;
         if (clcnn_devices_count(devs) == 0) {
             fprintf(stderr, "clcnn_train: %s\n", clcnn_devices_errmsg(devs));
             goto done;
         }
-        n = clcnn_devices_format(devs, st == CLCNN_SUCCESS ? idx : -1, NULL, 0);
-        if (!(buf = malloc(n + 1))) goto done;
+        size_t n = clcnn_devices_format(devs, st == CLCNN_SUCCESS ? idx : -1, NULL, 0);
+        char *buf = malloc(n + 1);
+        if (!buf) goto done;
         clcnn_devices_format(devs, st == CLCNN_SUCCESS ? idx : -1, buf, n + 1);
         fputs(buf, stdout);
         free(buf);
@@ -145,18 +551,192 @@ int main(int argc, char **argv) {
         fprintf(stderr, "clcnn_train: %s\n", clcnn_devices_errmsg(devs));
         goto done;
     }
-    clcnn_devices_get(devs, idx, &info);
-    st = clcnn_context_create(&ctx, devs, idx, NULL);
-    if (st != CLCNN_SUCCESS) {
-        fprintf(stderr, "clcnn_train: %s\n", clcnn_context_errmsg(ctx));
+
+    /* Inputs are checked before the device is touched: a typo costs nothing. */
+    struct stat sb;
+    if (!o.data) {
+        if (stat(DEFAULT_DATA, &sb) != 0) {
+            fprintf(stderr,
+                    "clcnn_train: no --data given and %s is missing (apt-get install "
+                    "dataset-fashion-mnist, or pass --data DIR)\n",
+                    DEFAULT_DATA);
+            goto done;
+        }
+        o.data = DEFAULT_DATA;
+    }
+    if (o.init && stat(o.init, &sb) != 0) {
+        fprintf(stderr, "clcnn_train: --init %s: %s\n", o.init, strerror(errno));
         goto done;
     }
-    printf("device %d:%d %s (%s), kernels ready in %.3f s (%s)\n", info.platform_index,
-           info.device_index, info.name, type_name(info.type), clcnn_context_build_seconds(ctx),
-           clcnn_context_cache_hit(ctx) ? "binary cache" : "compiled");
-    rc = 0;
+    snprintf(spec, sizeof spec, "%s", o.model);
+    int ck_c = 0, ck_h = 0, ck_w = 0;
+    if (o.resume) {
+        char err[1100], ck_spec[4096];
+        if (clcnn_checkpoint_peek(o.resume, ck_spec, sizeof ck_spec, &ck_c, &ck_h, &ck_w, err,
+                                  sizeof err)) {
+            fprintf(stderr, "clcnn_train: --resume: %s\n", err);
+            goto done;
+        }
+        snprintf(spec, sizeof spec, "%s", ck_spec);
+    }
+    if (!o.eval_only) {
+        if (check_writable_dir(o.save_dir, "--save-dir")) goto done;
+        if (!o.no_tensorboard && check_writable_dir(o.logdir, "--logdir")) goto done;
+    }
+    if (o.metrics) {
+        /* Appending: a resumed run continues the same file, nothing earlier is lost. */
+        if (!(r.metrics = fopen(o.metrics, "a"))) {
+            fprintf(stderr, "clcnn_train: --metrics %s: %s\n", o.metrics, strerror(errno));
+            goto done;
+        }
+    }
+
+    clcnn_devices_get(devs, idx, &info);
+    double t0 = now();
+    st = clcnn_context_create(&r.ctx, devs, idx, NULL);
+    if (st != CLCNN_SUCCESS) {
+        fprintf(stderr, "clcnn_train: %s\n", clcnn_context_errmsg(r.ctx));
+        goto done;
+    }
+    printf("clcnn %s on device %d:%d %s (%s, %s), kernels ready in %.3f s (%s)\n", clcnn_version(),
+           info.platform_index, info.device_index, info.name, type_name(info.type),
+           info.platform_name, clcnn_context_build_seconds(r.ctx),
+           clcnn_context_cache_hit(r.ctx) ? "binary cache" : "compiled");
+    if (o.resume && o.model_given)
+        printf("note: --model is ignored with --resume: the checkpoint's model is used\n");
+
+    clcnn_dataset_format fmt = o.dataset
+                                   ? (clcnn_dataset_format)clcnn_dataset_format_parse(o.dataset)
+                                   : CLCNN_DATASET_AUTO;
+    if (!o.eval_only && clcnn_dataset_open(&r.train, r.ctx, o.data, fmt, 1)) {
+        fprintf(stderr, "clcnn_train: %s\n", clcnn_dataset_errmsg(r.train));
+        goto done;
+    }
+    if (clcnn_dataset_open(&r.test, r.ctx, o.data, fmt, 0)) {
+        fprintf(stderr, "clcnn_train: %s\n", clcnn_dataset_errmsg(r.test));
+        goto done;
+    }
+    int c, h, w;
+    clcnn_dataset_shape(r.test, &c, &h, &w);
+    if (r.train) {
+        int c2, h2, w2;
+        clcnn_dataset_shape(r.train, &c2, &h2, &w2);
+        if (c2 != c || h2 != h || w2 != w) {
+            fprintf(stderr, "clcnn_train: %s: train images are %dx%dx%d, test images %dx%dx%d\n",
+                    o.data, c2, h2, w2, c, h, w);
+            goto done;
+        }
+    }
+    if (o.resume && (ck_c != c || ck_h != h || ck_w != w)) {
+        fprintf(stderr,
+                "clcnn_train: --resume %s was trained on %dx%dx%d images, %s has %dx%dx%d\n",
+                o.resume, ck_c, ck_h, ck_w, o.data, c, h, w);
+        goto done;
+    }
+    if (o.normalize) {
+        float mean[64], sd[64];
+        if (c > 64 || parse_normalize(o.normalize, c, mean, sd)) {
+            fprintf(stderr,
+                    "clcnn_train: --normalize: '%s' is not MEAN,STD or %d means then %d stds "
+                    "(stds > 0)\n",
+                    o.normalize, c, c);
+            goto done;
+        }
+        if ((r.train && clcnn_dataset_set_normalize(r.train, mean, sd)) ||
+            clcnn_dataset_set_normalize(r.test, mean, sd)) {
+            fprintf(stderr, "clcnn_train: --normalize: %s\n", clcnn_dataset_errmsg(r.test));
+            goto done;
+        }
+    }
+    printf("data: %s (%s), %d train / %d test images of %dx%dx%d\n", o.data,
+           clcnn_dataset_format_name(clcnn_dataset_format_of(r.test)),
+           r.train ? clcnn_dataset_size(r.train) : 0, clcnn_dataset_size(r.test), c, h, w);
+
+    if (clcnn_model_create(&r.model, r.ctx, spec, c, h, w, o.seed)) {
+        fprintf(stderr, "clcnn_train: --model: %s\n", clcnn_model_errmsg(r.model));
+        goto done;
+    }
+    clcnn_optimizer_options opt;
+    clcnn_optimizer_defaults(&opt, o.optimizer);
+    opt.lr = o.lr;
+    opt.momentum = o.momentum;
+    opt.nesterov = o.nesterov;
+    opt.weight_decay = o.weight_decay;
+    opt.beta1 = o.beta1;
+    opt.beta2 = o.beta2;
+    opt.eps = o.eps;
+    if (clcnn_model_set_optimizer(r.model, &opt)) {
+        fprintf(stderr, "clcnn_train: %s\n", clcnn_model_errmsg(r.model));
+        goto done;
+    }
+    clcnn_checkpoint_info ck = {0, 0, 0, o.seed};
+    if (o.init && clcnn_model_load_weights(r.model, o.init)) {
+        fprintf(stderr, "clcnn_train: --init: %s\n", clcnn_model_errmsg(r.model));
+        goto done;
+    }
+    if (o.resume) {
+        if (clcnn_model_load_checkpoint(r.model, o.resume, &ck)) {
+            fprintf(stderr, "clcnn_train: --resume: %s\n", clcnn_model_errmsg(r.model));
+            goto done;
+        }
+        if (o.seed_given && ck.seed != o.seed)
+            printf("note: continuing with the checkpoint's seed %" PRIu64 ", not --seed %" PRIu64
+                   "\n",
+                   ck.seed, o.seed);
+        printf("resumed from %s: epoch %" PRId64 ", step %" PRId64 "\n", o.resume, ck.epoch,
+               ck.step);
+    }
+    size_t nparams = 0;
+    for (int i = 0; i < clcnn_model_param_count(r.model); i++) {
+        size_t k = 0;
+        clcnn_model_param_info(r.model, i, NULL, NULL, NULL, &k);
+        nparams += k;
+    }
+    printf("model: %s (%zu parameters)\n", clcnn_model_spec(r.model), nparams);
+    if (o.eval_only) {
+        rc = evaluate(&r, ck.epoch, ck.step) ? 1 : 0;
+        goto done;
+    }
+    printf("optimizer: %s lr %g",
+           o.optimizer == CLCNN_OPTIMIZER_SGD    ? "SGD"
+           : o.optimizer == CLCNN_OPTIMIZER_ADAM ? "Adam"
+                                                 : "AdamW",
+           o.lr);
+    if (o.optimizer == CLCNN_OPTIMIZER_SGD && o.momentum > 0)
+        printf(" momentum %g%s", o.momentum, o.nesterov ? " (Nesterov)" : "");
+    if (o.weight_decay > 0) printf(" weight decay %g", o.weight_decay);
+    printf(", batch %ld, %ld epoch%s, seed %" PRIu64 "%s\n", o.batch_size, o.epochs,
+           o.epochs == 1 ? "" : "s", ck.seed, o.no_shuffle ? ", no shuffle" : "");
+    if (!o.no_tensorboard) {
+        if (clcnn_summary_writer_open(&r.tb, o.logdir)) {
+            fprintf(stderr, "clcnn_train: --logdir: %s\n", clcnn_summary_writer_errmsg(r.tb));
+            goto done;
+        }
+        printf("TensorBoard: %s\n", clcnn_summary_writer_path(r.tb));
+    }
+    fflush(stdout);
+    r.tty = isatty(fileno(stdout));
+    if (ck.epoch >= o.epochs && !o.max_steps) {
+        printf("nothing to do: the checkpoint has %" PRId64 " epochs, --epochs is %ld\n", ck.epoch,
+               o.epochs);
+        rc = 0;
+        goto done;
+    }
+    rc = train(&r, ck) ? 1 : 0;
+    if (!rc) printf("done in %.1f s\n", now() - t0);
 done:
-    clcnn_context_free(ctx);
+    if (r.tb && clcnn_summary_writer_close(r.tb) != CLCNN_SUCCESS) {
+        fprintf(stderr, "clcnn_train: closing the TensorBoard file failed\n");
+        rc = 1;
+    }
+    if (r.metrics && fclose(r.metrics) != 0) {
+        fprintf(stderr, "clcnn_train: closing %s failed: %s\n", o.metrics, strerror(errno));
+        rc = 1;
+    }
+    clcnn_model_free(r.model);
+    clcnn_dataset_free(r.train);
+    clcnn_dataset_free(r.test);
+    clcnn_context_free(r.ctx);
     clcnn_devices_free(devs);
     return rc;
 }

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# End to end through the CLI on a tiny CIFAR-10-format data set written here: two epochs with
+# log lines, JSONL metrics, two checkpoints and a TensorBoard file; a run stopped after epoch 1
+# (and one stopped mid-epoch by --max-steps) and resumed must end bit for bit where the
+# uninterrupted run ended; --eval-only reproduces the last evaluation; bad inputs fail cleanly.
+set -u
+bin=$1
+src=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+check() { if [ "$2" != 0 ]; then echo "FAIL: $1: $3"; fail=1; fi; }
+export CLCNN_CACHE_DIR=${CLCNN_CACHE_DIR:-$work/cache}
+
+"$bin" --list-devices >/dev/null 2>&1 || { echo "no OpenCL device: skipping"; exit 77; }
+python3 "$src/make_cifar.py" "$work/data" || { echo "FAIL: cannot write the data set"; exit 1; }
+common=(--data "$work/data" --batch-size 32 --log-every 5 --seed 7 --lr 0.05 --momentum 0.9)
+
+# A: two epochs, uninterrupted. 320 train records = 10 steps per epoch.
+"$bin" "${common[@]}" --epochs 2 --metrics "$work/A.jsonl" --save-dir "$work/A/model" \
+    --logdir "$work/A/logs" >"$work/A.out" 2>&1
+check "run A" $? "$(cat "$work/A.out")"
+grep -q '^step 5  epoch 1  loss [0-9.]*  elapsed [0-9.]* s  [0-9.]* img/s$' "$work/A.out"
+check "log line" $? "$(head -20 "$work/A.out")"
+[ "$(grep -c '^step ' "$work/A.out")" = 4 ]; check "4 log lines" $? "$(grep '^step' "$work/A.out")"
+grep -q '^epoch 2: test loss [0-9.]*, test accuracy [0-9.]* ([0-9]*/100)$' "$work/A.out"
+check "eval line" $? "$(tail -5 "$work/A.out")"
+[ "$(grep -c '"type":"train"' "$work/A.jsonl")" = 4 ] && [ "$(grep -c '"type":"eval"' "$work/A.jsonl")" = 2 ]
+check "jsonl records" $? "$(cat "$work/A.jsonl")"
+grep -q '^{"type":"train","epoch":1,"step":5,"loss":[0-9.e-]*,"elapsed_s":[0-9.]*,"images_per_s":[0-9.]*}$' "$work/A.jsonl"
+check "jsonl train format" $? "$(head -1 "$work/A.jsonl")"
+grep -q '^{"type":"eval","epoch":2,"step":20,"test_loss":[0-9.e-]*,"test_accuracy":[0-9.e-]*}$' "$work/A.jsonl"
+check "jsonl eval format" $? "$(tail -1 "$work/A.jsonl")"
+for f in epoch_1.safetensors epoch_1.state.safetensors epoch_2.safetensors epoch_2.state.safetensors; do
+    [ -s "$work/A/model/$f" ]; check "checkpoint $f" $? "$(ls "$work/A/model")"
+done
+ev=$(ls "$work"/A/logs/events.out.tfevents.* 2>/dev/null | head -1)
+[ -s "$ev" ]; check "event file" $? "$(ls "$work/A/logs")"
+first=$(sed -n 's/.*"step":\([0-9]*\),"loss":\([0-9.e-]*\).*/\1 \2/p' "$work/A.jsonl" | head -1)
+last=$(sed -n 's/.*"step":\([0-9]*\),"loss":\([0-9.e-]*\).*/\1 \2/p' "$work/A.jsonl" | tail -1)
+awk -v a="${first#* }" -v b="${last#* }" 'BEGIN { exit !(b < a) }'
+check "loss decreases" $? "first $first last $last"
+# TensorBoard's own reader, where it is installed (exit 77 = not installed).
+if [ -n "$ev" ]; then
+    args=$(python3 - "$work/A.jsonl" <<'PY'
+import json, sys
+out = []
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r["type"] == "train":
+        out.append("train_loss:%d:%r" % (r["step"], r["loss"]))
+    else:
+        out.append("test_loss:%d:%r" % (r["epoch"], r["test_loss"]))
+        out.append("test_accuracy:%d:%r" % (r["epoch"], r["test_accuracy"]))
+print(" ".join(out))
+PY
+)
+    python3 "$src/check_tensorboard.py" "$ev" $args >"$work/tb.out" 2>&1
+    rc=$?
+    [ $rc = 0 ] || [ $rc = 77 ]; check "tensorboard reader" $? "$(cat "$work/tb.out")"
+fi
+
+# B: one epoch, then resume to two. Everything must match A bit for bit.
+"$bin" "${common[@]}" --epochs 1 --metrics "$work/B.jsonl" --save-dir "$work/B/model" \
+    --logdir "$work/B/logs" >"$work/B1.out" 2>&1
+check "run B epoch 1" $? "$(cat "$work/B1.out")"
+"$bin" "${common[@]}" --epochs 2 --metrics "$work/B.jsonl" --save-dir "$work/B/model" \
+    --logdir "$work/B/logs" --resume "$work/B/model/epoch_1.safetensors" >"$work/B2.out" 2>&1
+check "run B resume" $? "$(cat "$work/B2.out")"
+grep -q 'resumed from .*epoch_1.safetensors: epoch 1, step 10' "$work/B2.out"
+check "resume message" $? "$(cat "$work/B2.out")"
+strip() { sed 's/"elapsed_s":[0-9.]*,"images_per_s":[0-9.]*//' "$1"; }
+diff <(strip "$work/A.jsonl") <(strip "$work/B.jsonl") >"$work/diff" 2>&1
+check "resumed losses equal uninterrupted" $? "$(cat "$work/diff")"
+cmp -s "$work/A/model/epoch_2.safetensors" "$work/B/model/epoch_2.safetensors"
+check "resumed checkpoint identical" $? "A and B epoch_2 differ"
+
+# C: stop mid-epoch 2 with --max-steps, resume, end identical to A.
+"$bin" "${common[@]}" --epochs 2 --max-steps 13 --save-dir "$work/C/model" --no-tensorboard \
+    >"$work/C1.out" 2>&1
+check "run C max-steps" $? "$(cat "$work/C1.out")"
+grep -q 'reached --max-steps 13' "$work/C1.out"; check "max-steps message" $? "$(cat "$work/C1.out")"
+"$bin" "${common[@]}" --epochs 2 --save-dir "$work/C/model" --no-tensorboard \
+    --resume "$work/C/model/epoch_2.safetensors" >"$work/C2.out" 2>&1
+check "run C resume" $? "$(cat "$work/C2.out")"
+cmp -s "$work/A/model/epoch_2.safetensors" "$work/C/model/epoch_2.safetensors"
+check "mid-epoch resume identical" $? "A and C epoch_2 differ"
+
+# --eval-only reproduces A's last evaluation; --init loads plain weights.
+"$bin" --data "$work/data" --batch-size 32 --eval-only --resume "$work/A/model/epoch_2.safetensors" \
+    >"$work/E.out" 2>&1
+check "eval-only" $? "$(cat "$work/E.out")"
+want=$(grep '^epoch 2: test' "$work/A.out" | sed 's/^epoch 2: //')
+grep -q "$want" "$work/E.out"; check "eval-only result" $? "want '$want' in $(cat "$work/E.out")"
+"$bin" --data "$work/data" --batch-size 32 --eval-only --init "$work/A/model/epoch_2.safetensors" \
+    >"$work/E2.out" 2>&1
+grep -q "$want" "$work/E2.out"; check "eval-only --init" $? "$(cat "$work/E2.out")"
+
+# Bad inputs: one line on stderr, non-zero exit, nothing overwritten.
+cp "$work/A/model/epoch_1.safetensors" "$work/torn.safetensors"
+truncate -s 5000 "$work/torn.safetensors"
+cp "$work/A/model/epoch_2.safetensors" "$work/mixed.safetensors"
+cp "$work/A/model/epoch_1.state.safetensors" "$work/mixed.state.safetensors"
+mkdir -p "$work/trunc/cifar-10-batches-bin"
+cp "$work"/data/cifar-10-batches-bin/*.bin "$work/trunc/cifar-10-batches-bin/"
+truncate -s 6000 "$work/trunc/cifar-10-batches-bin/data_batch_1.bin"
+before=$(md5sum "$work/A/model/epoch_2.safetensors")
+while IFS='|' read -r args msg; do
+    out=$(eval "\"$bin\" $args" 2>&1 >/dev/null); rc=$?
+    lines=$(printf '%s\n' "$out" | grep -c .)
+    [ $rc -ne 0 ] && [ "$lines" = 1 ] && echo "$out" | grep -q -- "$msg"
+    check "bad input: $args" $? "rc=$rc lines=$lines: $out"
+done <<EOF2
+--data "$work/nope" --save-dir "$work/A/model"|cannot open
+--data "$work/trunc" --save-dir "$work/A/model"|data_batch_1.bin
+--data "$work/data" --resume "$work/torn.safetensors" --save-dir "$work/A/model"|torn.safetensors
+--data "$work/data" --resume "$work/mixed.safetensors" --save-dir "$work/A/model"|does not belong
+--data "$work/data" --resume "$work/A/model/epoch_9.safetensors"|epoch_9.safetensors
+--data "$work/data" --init "$work/data/cifar-10-batches-bin/test_batch.bin" --save-dir "$work/A/model"|test_batch.bin
+--data "$work/data" --model "conv(8,3) bogus" --save-dir "$work/A/model"|column 11
+--data "$work/data" --batch-size 0|--batch-size
+--data "$work/data" --lr -1|--lr
+--data "$work/data" --optimizer rmsprop|--optimizer
+--data "$work/data" --save-dir /proc/clcnn-cannot-write|--save-dir
+--data "$work/data" --dataset mnist --save-dir "$work/A/model"|
+EOF2
+[ "$before" = "$(md5sum "$work/A/model/epoch_2.safetensors")" ]; check "nothing overwritten" $? "epoch_2 changed"
+
+exit $fail
