@@ -140,7 +140,19 @@ typedef struct clcnn_context_options {
 clcnn_status clcnn_context_create(clcnn_context **out, const clcnn_devices *devs, int index,
                                   const clcnn_context_options *opts);
 
-/* Frees the context and everything it owns. NULL is a no-op. */
+/* Adopts an OpenCL context and in-order command queue that the host application already
+ * uses (as CLBlast does): clcnn's kernels are built for the queue's device and every clcnn
+ * command is enqueued on that queue. Pass them as void pointers (cl_context,
+ * cl_command_queue) so this header needs no OpenCL headers. clcnn retains both and releases
+ * its references in clcnn_context_free. The device has no index in the visible list:
+ * clcnn_context_device reports -1 for global, platform and device index. Profiling follows
+ * the queue's CL_QUEUE_PROFILING_ENABLE. */
+clcnn_status clcnn_context_create_from_cl(clcnn_context **out, void *cl_context,
+                                          void *cl_command_queue,
+                                          const clcnn_context_options *opts);
+
+/* Frees the context and everything it owns (an adopted context and queue are only released,
+ * not destroyed). NULL is a no-op. */
 void clcnn_context_free(clcnn_context *ctx);
 
 /* The last error message recorded on the context ("" when none). */
@@ -303,6 +315,20 @@ clcnn_status clcnn_dataset_set_epoch(clcnn_dataset *ds, uint64_t seed, int64_t e
  * clcnn_dataset_set_epoch). Nothing is copied from the host: the batch is gathered on the
  * device. Does not wait for the result (clcnn_model_last_loss does). */
 clcnn_status clcnn_model_train_dataset(clcnn_model *model, clcnn_dataset *ds, int first, int n);
+
+/* Progress callback for clcnn_model_train_epoch: called after every `every` batches and after
+ * the last one, with the 1-based batch number, the epoch's batch count and that batch's
+ * loss. Return non-zero to stop the epoch early (the call then returns CLCNN_SUCCESS with
+ * *batches_done telling how far it got). */
+typedef int (*clcnn_progress_fn)(void *user, int64_t batch, int64_t batches, float loss);
+
+/* One epoch over a data set: clcnn_dataset_set_epoch(ds, seed, epoch, shuffle), then batches
+ * of batch_size (the last one partial) through clcnn_model_train_dataset. fn may be NULL
+ * (then every is ignored and the call waits only at the end). A NaN or infinite loss seen by
+ * the callback stops the epoch with CLCNN_ERR_NUMERIC. batches_done may be NULL. */
+clcnn_status clcnn_model_train_epoch(clcnn_model *model, clcnn_dataset *ds, int batch_size,
+                                     uint64_t seed, int64_t epoch, int shuffle, int every,
+                                     clcnn_progress_fn fn, void *user, int64_t *batches_done);
 
 /* Evaluates the whole data set in file order, in batches of batch_size: mean cross-entropy
  * over all samples and the number of correct predictions. Waits. */

@@ -166,31 +166,13 @@ size_t clcnn_context_profile_report(clcnn_context *ctx, char *buf, size_t size) 
     return used;
 }
 
-clcnn_status clcnn_context_create(clcnn_context **out, const clcnn_devices *devs, int index,
-                                  const clcnn_context_options *opts) {
-    clcnn_context *ctx;
+/* Shared tail of both constructors: work-group defaults and every kernel, built or cached. */
+static clcnn_status finish_context(clcnn_context *ctx, const clcnn_context_options *opts,
+                                   double t0) {
     clcnn_status st;
-    cl_int rc;
     const char *cache_env = getenv("CLCNN_CACHE");
     int use_cache = !(opts && opts->disable_cache) && !(cache_env && strcmp(cache_env, "0") == 0);
     char options[256];
-    double t0 = now_seconds();
-    if (!out) return CLCNN_ERR_INVALID_ARGUMENT;
-    *out = ctx = calloc(1, sizeof *ctx);
-    if (!ctx) return CLCNN_ERR_OUT_OF_HOST_MEMORY;
-    if (!devs || clcnn_devices_cl_ids(devs, index, &ctx->platform, &ctx->device) != 0)
-        return clcnn_fail(&ctx->err, CLCNN_ERR_DEVICE_INDEX,
-                          "device index %d is not in the visible list (%d device%s)", index,
-                          clcnn_devices_count(devs), clcnn_devices_count(devs) == 1 ? "" : "s");
-    clcnn_devices_get(devs, index, &ctx->info);
-    ctx->profiling = opts && opts->enable_profiling;
-    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform, 0};
-    ctx->context = clCreateContext(props, 1, &ctx->device, NULL, NULL, &rc);
-    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, "clCreateContext");
-    ctx->owns_context = 1;
-    ctx->queue = clCreateCommandQueue(ctx->context, ctx->device,
-                                      ctx->profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &rc);
-    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, "clCreateCommandQueue");
     /* Element-wise kernels: GPUs like a few warps per group; on CPUs each group is a loop. */
     ctx->local1d = ctx->info.type == CLCNN_DEVICE_GPU ? 256 : 64;
     if (ctx->info.max_work_group_size && ctx->local1d > ctx->info.max_work_group_size)
@@ -212,6 +194,69 @@ clcnn_status clcnn_context_create(clcnn_context **out, const clcnn_devices *devs
     return CLCNN_SUCCESS;
 }
 
+clcnn_status clcnn_context_create(clcnn_context **out, const clcnn_devices *devs, int index,
+                                  const clcnn_context_options *opts) {
+    clcnn_context *ctx;
+    cl_int rc;
+    double t0 = now_seconds();
+    if (!out) return CLCNN_ERR_INVALID_ARGUMENT;
+    *out = ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return CLCNN_ERR_OUT_OF_HOST_MEMORY;
+    if (!devs || clcnn_devices_cl_ids(devs, index, &ctx->platform, &ctx->device) != 0)
+        return clcnn_fail(&ctx->err, CLCNN_ERR_DEVICE_INDEX,
+                          "device index %d is not in the visible list (%d device%s)", index,
+                          clcnn_devices_count(devs), clcnn_devices_count(devs) == 1 ? "" : "s");
+    clcnn_devices_get(devs, index, &ctx->info);
+    ctx->profiling = opts && opts->enable_profiling;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform, 0};
+    ctx->context = clCreateContext(props, 1, &ctx->device, NULL, NULL, &rc);
+    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, "clCreateContext");
+    ctx->queue = clCreateCommandQueue(ctx->context, ctx->device,
+                                      ctx->profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &rc);
+    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, "clCreateCommandQueue");
+    return finish_context(ctx, opts, t0);
+}
+
+clcnn_status clcnn_context_create_from_cl(clcnn_context **out, void *cl_ctx, void *cl_queue,
+                                          const clcnn_context_options *opts) {
+    clcnn_context *ctx;
+    cl_command_queue_properties qprops = 0;
+    cl_context qctx = NULL;
+    cl_int rc;
+    double t0 = now_seconds();
+    if (!out) return CLCNN_ERR_INVALID_ARGUMENT;
+    *out = ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return CLCNN_ERR_OUT_OF_HOST_MEMORY;
+    if (!cl_ctx || !cl_queue)
+        return clcnn_fail(&ctx->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL cl_context or queue");
+    cl_command_queue q = (cl_command_queue)cl_queue;
+    rc = clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL);
+    if (rc == CL_SUCCESS)
+        rc = clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof ctx->device, &ctx->device, NULL);
+    if (rc == CL_SUCCESS)
+        rc = clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES, sizeof qprops, &qprops, NULL);
+    if (rc == CL_SUCCESS)
+        rc = clGetDeviceInfo(ctx->device, CL_DEVICE_PLATFORM, sizeof ctx->platform, &ctx->platform,
+                             NULL);
+    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, "querying the adopted queue");
+    if (qctx != (cl_context)cl_ctx)
+        return clcnn_fail(&ctx->err, CLCNN_ERR_INVALID_ARGUMENT,
+                          "the command queue does not belong to the given context");
+    /* clcnn relies on in-order execution between its launches. */
+    if (qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        return clcnn_fail(&ctx->err, CLCNN_ERR_UNSUPPORTED,
+                          "the adopted command queue is out-of-order; clcnn needs an in-order "
+                          "queue");
+    clRetainContext((cl_context)cl_ctx);
+    ctx->context = (cl_context)cl_ctx;
+    clRetainCommandQueue(q);
+    ctx->queue = q;
+    clcnn_device_query(ctx->platform, ctx->device, &ctx->info);
+    ctx->info.global_index = ctx->info.platform_index = ctx->info.device_index = -1;
+    ctx->profiling = (qprops & CL_QUEUE_PROFILING_ENABLE) != 0;
+    return finish_context(ctx, opts, t0);
+}
+
 void clcnn_context_free(clcnn_context *ctx) {
     if (!ctx) return;
     if (ctx->queue) clFinish(ctx->queue);
@@ -223,10 +268,9 @@ void clcnn_context_free(clcnn_context *ctx) {
         clReleaseKernel(ctx->kerns[i].k);
     for (int i = 0; ctx->progs && i < ctx->n_progs; i++)
         if (ctx->progs[i]) clReleaseProgram(ctx->progs[i]);
-    if (ctx->owns_context) {
-        if (ctx->queue) clReleaseCommandQueue(ctx->queue);
-        if (ctx->context) clReleaseContext(ctx->context);
-    }
+    /* Created or retained (when adopted): either way this reference is ours to drop. */
+    if (ctx->queue) clReleaseCommandQueue(ctx->queue);
+    if (ctx->context) clReleaseContext(ctx->context);
     free(ctx->kerns);
     free(ctx->names);
     free(ctx->progs);

@@ -19,7 +19,6 @@ struct clcnn_context {
     cl_device_id device;
     cl_context context;
     cl_command_queue queue;
-    int owns_context; /* 0 when the embedder's context/queue were adopted */
     int profiling;
     cl_program *progs;
     int n_progs;

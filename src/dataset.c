@@ -248,3 +248,42 @@ clcnn_status clcnn_model_evaluate(clcnn_model *m, clcnn_dataset *ds, int batch_s
     m->last_n = 0; /* the accumulators now hold a sum, not a batch's mean */
     return CLCNN_SUCCESS;
 }
+
+clcnn_status clcnn_model_train_epoch(clcnn_model *m, clcnn_dataset *ds, int batch_size,
+                                     uint64_t seed, int64_t epoch, int shuffle, int every,
+                                     clcnn_progress_fn fn, void *user, int64_t *batches_done) {
+    clcnn_status st;
+    if (batches_done) *batches_done = 0;
+    if (!m || !ds) return CLCNN_ERR_INVALID_ARGUMENT;
+    if (batch_size <= 0 || (fn && every <= 0))
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+                          "batch size %d and report interval %d must be positive", batch_size,
+                          every);
+    if ((st = clcnn_dataset_set_epoch(ds, seed, epoch, shuffle))) {
+        memcpy(m->err.msg, ds->err.msg, sizeof m->err.msg);
+        return st;
+    }
+    int64_t nb = (ds->n + batch_size - 1) / batch_size;
+    for (int64_t b = 0; b < nb; b++) {
+        int first = (int)(b * batch_size),
+            n = ds->n - first < batch_size ? ds->n - first : batch_size;
+        if ((st = clcnn_model_train_dataset(m, ds, first, n))) return st;
+        if (batches_done) *batches_done = b + 1;
+        if (fn && ((b + 1) % every == 0 || b + 1 == nb)) {
+            float loss = 0;
+            if ((st = clcnn_model_last_loss(m, &loss, NULL))) return st;
+            if (!isfinite(loss))
+                return clcnn_fail(
+                    &m->err, CLCNN_ERR_NUMERIC, "the loss is %s at batch %lld of epoch %lld",
+                    isnan(loss) ? "NaN" : "infinite", (long long)(b + 1), (long long)epoch);
+            if (fn(user, b + 1, nb, loss)) break;
+        }
+    }
+    if (!fn) {
+        cl_int rc = clFinish(m->ctx->queue);
+        if (rc != CL_SUCCESS)
+            return clcnn_fail(&m->err, (clcnn_status)rc, "clFinish failed: %s",
+                              clcnn_cl_error_name(rc));
+    }
+    return CLCNN_SUCCESS;
+}

@@ -1,0 +1,265 @@
+/* The public API as an embedder sees it: only <clcnn.h> (and OpenCL's own header, for the
+ * adopted-context case). Error paths return statuses with messages and never crash; the
+ * in-memory data set trains through the epoch call and its progress callback; inference
+ * agrees with what evaluation reported; checkpoints round-trip; a host-made OpenCL context
+ * and queue can be adopted. */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clcnn.h"
+
+static int failures;
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+enum { N = 96, C = 1, H = 12, W = 12 };
+static uint8_t img[N * C * H * W], lab[N];
+
+static void make_data(unsigned seed) {
+    srand(seed);
+    for (int i = 0; i < N; i++) {
+        lab[i] = (uint8_t)(rand() % 4);
+        for (int p = 0; p < C * H * W; p++)
+            img[i * C * H * W + p] = (uint8_t)(rand() % 50 + ((p / W) / 3 == lab[i] ? 180 : 0));
+    }
+}
+
+typedef struct progress_log {
+    int calls;
+    int64_t last_batch, batches;
+    int stop_after;
+} progress_log;
+
+static int on_progress(void *user, int64_t batch, int64_t batches, float loss) {
+    progress_log *p = user;
+    p->calls++;
+    p->last_batch = batch, p->batches = batches;
+    CHECK(isfinite(loss) && loss > 0);
+    return p->stop_after && p->calls >= p->stop_after;
+}
+
+static void check_no_crash_on_null(void) {
+    CHECK(strcmp(clcnn_version(), CLCNN_VERSION_STRING) == 0);
+    CHECK(strcmp(clcnn_status_str(CLCNN_ERR_IO), "CLCNN_ERR_IO") == 0);
+    CHECK(strcmp(clcnn_status_str((clcnn_status)-5), "CL_OUT_OF_RESOURCES") == 0);
+    CHECK(strcmp(clcnn_status_str((clcnn_status)12345), "CLCNN_UNKNOWN_STATUS") == 0);
+    CHECK(clcnn_devices_count(NULL) == 0);
+    CHECK(clcnn_devices_errmsg(NULL) != NULL);
+    CHECK(clcnn_context_errmsg(NULL) != NULL && clcnn_model_errmsg(NULL) != NULL);
+    CHECK(clcnn_dataset_errmsg(NULL) != NULL && clcnn_summary_writer_errmsg(NULL) != NULL);
+    clcnn_devices_free(NULL);
+    clcnn_context_free(NULL);
+    clcnn_model_free(NULL);
+    clcnn_dataset_free(NULL);
+    CHECK(clcnn_summary_writer_close(NULL) == CLCNN_SUCCESS);
+    CHECK(clcnn_devices_create(NULL, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_context_create(NULL, NULL, 0, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    clcnn_context *ctx = NULL;
+    CHECK(clcnn_context_create(&ctx, NULL, 0, NULL) == CLCNN_ERR_DEVICE_INDEX);
+    CHECK(strstr(clcnn_context_errmsg(ctx), "not in the visible list") != NULL);
+    clcnn_context_free(ctx);
+    clcnn_model *m = NULL;
+    CHECK(clcnn_model_create(&m, NULL, "seed", 1, 28, 28, 1) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(clcnn_model_errmsg(m), "NULL") != NULL);
+    clcnn_model_free(m);
+    CHECK(clcnn_model_train_batch(NULL, NULL, NULL, 1) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_train_dataset(NULL, NULL, 0, 1) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_evaluate(NULL, NULL, 1, NULL, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_save_checkpoint(NULL, "x", NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_dataset_set_epoch(NULL, 1, 1, 1) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_dataset_format_parse("cifar10") == CLCNN_DATASET_CIFAR10);
+    CHECK(clcnn_dataset_format_parse("imagenet") == -1);
+    char err[256];
+    CHECK(clcnn_checkpoint_peek("/nonexistent/x.safetensors", NULL, 0, NULL, NULL, NULL, err,
+                                sizeof err) == CLCNN_ERR_IO);
+    CHECK(strstr(err, "/nonexistent/x.safetensors") != NULL);
+}
+
+/* Trains on the in-memory set, checks progress reports, evaluation against inference, and a
+ * checkpoint round trip into a second model. */
+static void check_training(clcnn_context *ctx, const char *dir) {
+    clcnn_dataset *ds = NULL;
+    clcnn_model *m = NULL, *m2 = NULL;
+    make_data(3);
+    CHECK(clcnn_dataset_from_memory(&ds, ctx, img, lab, N, C, H, W) == CLCNN_SUCCESS);
+    CHECK(clcnn_dataset_size(ds) == N);
+    CHECK(clcnn_model_create(&m, ctx, "conv(6,3,pad=1) relu maxpool(2) flatten linear(4)", C, H, W,
+                             9) == CLCNN_SUCCESS);
+    progress_log p = {0, 0, 0, 0};
+    int64_t done = -1;
+    for (int e = 0; e < 4; e++)
+        CHECK(clcnn_model_train_epoch(m, ds, 16, 5, e, 1, 2, on_progress, &p, &done) ==
+              CLCNN_SUCCESS);
+    CHECK(p.calls == 12 && p.batches == 6 && p.last_batch == 6 && done == 6);
+    p.calls = 0, p.stop_after = 1;
+    CHECK(clcnn_model_train_epoch(m, ds, 16, 5, 4, 1, 2, on_progress, &p, &done) == CLCNN_SUCCESS);
+    CHECK(p.calls == 1 && done == 2); /* stopped by the callback */
+    CHECK(clcnn_model_step_count(m) == 26);
+
+    double loss = 0;
+    int correct = -1;
+    CHECK(clcnn_model_evaluate(m, ds, 40, &loss, &correct) == CLCNN_SUCCESS);
+    CHECK(correct > N / 2); /* a learnable task after 26 steps */
+    float *x = malloc(sizeof(float) * N * C * H * W), *logits = malloc(sizeof(float) * N * 4);
+    for (int i = 0; i < N * C * H * W; i++)
+        x[i] = (float)img[i] / 255.0f;
+    CHECK(clcnn_model_predict(m, x, N, logits) == CLCNN_SUCCESS);
+    int hits = 0;
+    double sum = 0;
+    for (int i = 0; i < N; i++) {
+        int best = 0;
+        double mx = logits[i * 4], se = 0;
+        for (int k = 1; k < 4; k++)
+            if (logits[i * 4 + k] > logits[i * 4 + best]) best = k, mx = logits[i * 4 + k];
+        for (int k = 0; k < 4; k++)
+            se += exp(logits[i * 4 + k] - mx);
+        sum += mx + log(se) - logits[i * 4 + lab[i]];
+        hits += best == lab[i];
+    }
+    CHECK(hits == correct);
+    CHECK(fabs(sum / N - loss) < 1e-4 * (1 + loss));
+
+    /* Checkpoint round trip: a second model predicts the same logits. */
+    char path[512], spec[256];
+    snprintf(path, sizeof path, "%s/ck.safetensors", dir);
+    clcnn_checkpoint_info info = {4, 26, 2, 5}, back = {0, 0, 0, 0};
+    CHECK(clcnn_model_save_checkpoint(m, path, &info) == CLCNN_SUCCESS);
+    int c = 0, h = 0, w = 0;
+    CHECK(clcnn_checkpoint_peek(path, spec, sizeof spec, &c, &h, &w, NULL, 0) == CLCNN_SUCCESS);
+    CHECK(c == C && h == H && w == W && strcmp(spec, clcnn_model_spec(m)) == 0);
+    CHECK(clcnn_model_create(&m2, ctx, spec, c, h, w, 1) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_load_checkpoint(m2, path, &back) == CLCNN_SUCCESS);
+    CHECK(back.epoch == 4 && back.step == 26 && back.batch_in_epoch == 2 && back.seed == 5);
+    CHECK(clcnn_model_step_count(m2) == 26);
+    float *logits2 = malloc(sizeof(float) * N * 4);
+    CHECK(clcnn_model_predict(m2, x, N, logits2) == CLCNN_SUCCESS);
+    CHECK(memcmp(logits, logits2, sizeof(float) * N * 4) == 0);
+    /* Wrong shapes and foreign handles are refused. */
+    clcnn_model *other = NULL;
+    CHECK(clcnn_model_create(&other, ctx, "flatten linear(4)", C, H, W, 1) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_load_weights(other, path) == CLCNN_ERR_FORMAT);
+    CHECK(strstr(clcnn_model_errmsg(other), "ck.safetensors") != NULL);
+    clcnn_model_free(other);
+    uint8_t bad_lab[N];
+    memcpy(bad_lab, lab, N);
+    bad_lab[7] = 9; /* beyond the model's 4 outputs */
+    clcnn_dataset *bad = NULL;
+    CHECK(clcnn_dataset_from_memory(&bad, ctx, img, bad_lab, N, C, H, W) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_train_dataset(m, bad, 0, 16) == CLCNN_ERR_SHAPE);
+    CHECK(strstr(clcnn_model_errmsg(m), "label 9") != NULL);
+    CHECK(clcnn_model_train_dataset(m, ds, 90, 16) == CLCNN_ERR_INVALID_ARGUMENT);
+    clcnn_dataset_free(bad);
+    clcnn_dataset *mem_bad = NULL;
+    CHECK(clcnn_dataset_from_memory(&mem_bad, ctx, img, lab, 0, C, H, W) ==
+          CLCNN_ERR_INVALID_ARGUMENT);
+    clcnn_dataset_free(mem_bad);
+    free(x);
+    free(logits);
+    free(logits2);
+    clcnn_model_free(m2);
+    clcnn_model_free(m);
+    clcnn_dataset_free(ds);
+}
+
+/* The host application owns an OpenCL context and queue; clcnn runs on them. */
+static void check_adopted(cl_platform_id platform, cl_device_id device) {
+    cl_int rc;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform, 0};
+    cl_context cl = clCreateContext(props, 1, &device, NULL, NULL, &rc);
+    CHECK(rc == CL_SUCCESS);
+    cl_command_queue q = clCreateCommandQueue(cl, device, 0, &rc);
+    CHECK(rc == CL_SUCCESS);
+    clcnn_context *ctx = NULL;
+    CHECK(clcnn_context_create_from_cl(&ctx, cl, q, NULL) == CLCNN_SUCCESS);
+    clcnn_device_info in;
+    CHECK(clcnn_context_device(ctx, &in) == CLCNN_SUCCESS && in.name[0] && in.global_index == -1);
+    clcnn_model *m = NULL;
+    CHECK(clcnn_model_create(&m, ctx, "flatten linear(4)", C, H, W, 1) == CLCNN_SUCCESS);
+    float x[2 * C * H * W] = {0};
+    uint8_t y[2] = {1, 2};
+    CHECK(clcnn_model_train_batch(m, x, y, 2) == CLCNN_SUCCESS);
+    float loss = 0;
+    CHECK(clcnn_model_last_loss(m, &loss, NULL) == CLCNN_SUCCESS && isfinite(loss) && loss > 0);
+    clcnn_model_free(m);
+    clcnn_context_free(ctx);
+    /* Still the application's: usable after clcnn let go of it. */
+    cl_mem b = clCreateBuffer(cl, CL_MEM_READ_WRITE, 64, NULL, &rc);
+    CHECK(rc == CL_SUCCESS);
+    if (b) clReleaseMemObject(b);
+    /* A queue from another context is refused. */
+    cl_context cl2 = clCreateContext(props, 1, &device, NULL, NULL, &rc);
+    ctx = NULL;
+    CHECK(clcnn_context_create_from_cl(&ctx, cl2, q, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(clcnn_context_errmsg(ctx), "does not belong") != NULL);
+    clcnn_context_free(ctx);
+    clReleaseContext(cl2);
+    clReleaseCommandQueue(q);
+    clReleaseContext(cl);
+}
+
+int main(void) {
+    clcnn_devices *devs = NULL;
+    clcnn_context *ctx = NULL;
+    int idx = -1;
+    check_no_crash_on_null();
+    if (clcnn_devices_create(&devs, NULL) != CLCNN_SUCCESS || clcnn_devices_count(devs) == 0) {
+        clcnn_devices_free(devs);
+        if (failures) return 1;
+        fprintf(stderr, "no OpenCL device: skipping the device part\n");
+        return 77;
+    }
+    CHECK(clcnn_devices_select(devs, 0, 99, &idx) == CLCNN_ERR_DEVICE_INDEX);
+    CHECK(strstr(clcnn_devices_errmsg(devs), "--device 99 is out of range") != NULL);
+    CHECK(clcnn_devices_select(devs, -1, -1, &idx) == CLCNN_SUCCESS);
+    CHECK(clcnn_context_create(&ctx, devs, 99, NULL) == CLCNN_ERR_DEVICE_INDEX);
+    clcnn_context_free(ctx);
+    ctx = NULL;
+    CHECK(clcnn_context_create(&ctx, devs, idx, NULL) == CLCNN_SUCCESS);
+    char tmpl[] = "/tmp/clcnn_test_api_XXXXXX";
+    CHECK(mkdtemp(tmpl) != NULL);
+    check_training(ctx, tmpl);
+
+    clcnn_summary_writer *w = NULL;
+    char logdir[600];
+    snprintf(logdir, sizeof logdir, "%s/logs", tmpl);
+    CHECK(clcnn_summary_writer_open(&w, logdir) == CLCNN_SUCCESS);
+    CHECK(clcnn_summary_writer_add_scalar(w, "train_loss", 1.5f, 1) == CLCNN_SUCCESS);
+    CHECK(strstr(clcnn_summary_writer_path(w), "events.out.tfevents.") != NULL);
+    CHECK(clcnn_summary_writer_close(w) == CLCNN_SUCCESS);
+
+    /* The adopted-context case, on the same device. */
+    clcnn_device_info in;
+    clcnn_devices_get(devs, idx, &in);
+    cl_uint np = 0;
+    clGetPlatformIDs(0, NULL, &np);
+    cl_platform_id *plats = calloc(np + 1, sizeof *plats);
+    clGetPlatformIDs(np, plats, NULL);
+    cl_uint nd = 0;
+    clGetDeviceIDs(plats[in.platform_index], CL_DEVICE_TYPE_ALL, 0, NULL, &nd);
+    cl_device_id *ids = calloc(nd + 1, sizeof *ids);
+    clGetDeviceIDs(plats[in.platform_index], CL_DEVICE_TYPE_ALL, nd, ids, NULL);
+    check_adopted(plats[in.platform_index], ids[in.device_index]);
+    free(ids);
+    free(plats);
+
+    clcnn_context_free(ctx);
+    clcnn_devices_free(devs);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
+    if (system(cmd) != 0) fprintf(stderr, "cleanup failed\n");
+    if (failures)
+        fprintf(stderr, "test_api: %d check(s) failed\n", failures);
+    else
+        printf("test_api: all checks passed\n");
+    return failures ? 1 : 0;
+}
