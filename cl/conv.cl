@@ -94,3 +94,13 @@ __kernel void bias_add(__global float *y, int yoff, __global const float *b, int
     if (i >= N * C * HW) return;
     y[yoff + i] += b[boff + (i / HW) % C];
 }
+
+/* wf[c, oc, kh, kw] = w[woff + oc, c, K-1-kh, K-1-kw]: the weights of the convolution whose
+ * forward pass is this layer's input gradient (stride 1: gx = conv(gy, wf, pad K-1-pad)). */
+__kernel void flip_weights(__global float *wf, __global const float *w, int woff, int OC, int C,
+                           int K) {
+    int i = get_global_id(0);
+    if (i >= OC * C * K * K) return;
+    int kw = i % K, kh = (i / K) % K, oc = (i / (K * K)) % OC, c = i / (K * K * OC);
+    wf[i] = w[woff + ((oc * C + c) * K + (K - 1 - kh)) * K + (K - 1 - kw)];
+}

@@ -29,18 +29,25 @@
         }                                                                                          \
     }
 
+/* Split-K: work-items with get_global_id(2) = s cover k in [s*kc, min(K, (s+1)*kc)) and write
+ * C + s*cstride (a partial product, reduced by gemm_reduce). Without a split, kc = K and the
+ * third dimension is 1. Consecutive work-groups share one kc x 32 panel of B, which then
+ * stays in cache: the weight gradients (K = every pixel of the batch) need this. */
 #define GEMM_CPU_KERNEL(NAME)                                                                      \
     __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(                             \
-        int M, int N, int K, float alpha, __global const float *A, int aoff, int lda,              \
+        int M, int N, int Ktot, float alpha, __global const float *A, int aoff, int lda,           \
         __global const float *B, int boff, int ldb, float beta, __global float *C, int coff,       \
-        int ldc) {                                                                                 \
+        int ldc, int kc, int cstride) {                                                            \
         int i0 = get_global_id(0) * TM;                                                            \
         int j0 = get_global_id(1) * TN;                                                            \
+        int ks = get_global_id(2) * kc;                                                            \
+        int K = min(Ktot - ks, kc);                                                                \
         if (i0 >= M || j0 >= N) return;                                                            \
+        coff += get_global_id(2) * cstride;                                                        \
         if (i0 + TM <= M && j0 + TN <= N) {                                                        \
             float16 c0a = 0, c0b = 0, c1a = 0, c1b = 0, c2a = 0, c2b = 0, c3a = 0, c3b = 0;        \
             float16 c4a = 0, c4b = 0, c5a = 0, c5b = 0, c6a = 0, c6b = 0, c7a = 0, c7b = 0;        \
-            __global const float *bp = B + boff + j0;                                              \
+            __global const float *bp = B + boff + ks * ldb + j0;                                   \
             for (int k = 0; k < K; k++, bp += ldb) {                                               \
                 float16 b0 = vload16(0, bp), b1 = vload16(0, bp + 16);                             \
                 ROW_FMA(0) ROW_FMA(1) ROW_FMA(2) ROW_FMA(3)                                        \
@@ -56,19 +63,30 @@
             for (int c = 0; c < jn; c++) {                                                         \
                 float acc = 0.0f;                                                                  \
                 for (int k = 0; k < K; k++)                                                        \
-                    acc = fma(AGET(i0 + r, k), B[boff + k * ldb + j0 + c], acc);                   \
+                    acc = fma(AGET(i0 + r, k), B[boff + (k + ks) * ldb + j0 + c], acc);            \
                 __global float *cp = C + coff + (i0 + r) * ldc + j0 + c;                           \
                 *cp = beta == 0.0f ? alpha * acc : alpha * acc + beta * *cp;                       \
             }                                                                                      \
         }                                                                                          \
     }
 
-#define AGET(i, k) A[aoff + (i) * lda + (k)]
+#define AGET(i, k) A[aoff + (i) * lda + (k) + ks]
 GEMM_CPU_KERNEL(gemm_cpu_nn)
 #undef AGET
-#define AGET(i, k) A[aoff + (k) * lda + (i)]
+#define AGET(i, k) A[aoff + ((k) + ks) * lda + (i)]
 GEMM_CPU_KERNEL(gemm_cpu_tn)
 #undef AGET
+
+/* C[i*ldc + j] = alpha * sum over s < S of P[s*M*N + i*N + j] + beta * C[i*ldc + j] */
+__kernel void gemm_reduce(__global float *C, int coff, int ldc, __global const float *P, int M,
+                          int N, int S, float alpha, float beta) {
+    int t = get_global_id(0);
+    if (t >= M * N) return;
+    float acc = 0.0f;
+    for (int s = 0; s < S; s++) acc += P[s * M * N + t];
+    __global float *c = C + coff + (t / N) * ldc + t % N;
+    *c = beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
+}
 
 /* out[j * K + k] = in[ioff + k ... ]: writes B^T densely, out (K, N) from in (N, K) with
  * leading dimension ld, so a transposed B can feed the kernels above. */

@@ -51,6 +51,18 @@ __kernel void maxpool_backward(__global float *gx, int gxoff, __global const flo
     gx[gxoff + i] = acc;
 }
 
+/* Non-overlapping windows (stride >= K): each input pixel belongs to at most one window, so
+ * the gradient is a scatter of gy to the argmax positions of a zeroed gx; one work-item per
+ * output. Much cheaper than the gather above, and still free of write conflicts. */
+__kernel void maxpool_backward_scatter(__global float *gx, int gxoff, __global const float *gy,
+                                       int gyoff, __global const int *argmax, int NC, int H,
+                                       int W, int OH, int OW) {
+    int o = get_global_id(0);
+    if (o >= NC * OH * OW) return;
+    int nc = o / (OH * OW);
+    gx[gxoff + nc * H * W + argmax[o]] = gy[gyoff + o];
+}
+
 /* y = x < 0 ? 0 : x (NaN passes through, as torch.relu) */
 __kernel void relu_forward(__global float *y, int yoff, __global const float *x, int xoff, int n) {
     int i = get_global_id(0);

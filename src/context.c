@@ -261,6 +261,7 @@ void clcnn_context_free(clcnn_context *ctx) {
     if (!ctx) return;
     if (ctx->queue) clFinish(ctx->queue);
     if (ctx->gemm_scratch) clReleaseMemObject(ctx->gemm_scratch);
+    if (ctx->gemm_partial) clReleaseMemObject(ctx->gemm_partial);
     prof_clear(ctx);
     free(ctx->prof_events);
     free(ctx->prof_names);

@@ -38,6 +38,9 @@ struct clcnn_context {
     int prof_n, prof_cap;
     cl_mem gemm_scratch; /* transposed B for the CPU kernels */
     size_t gemm_scratch_cap;
+    cl_mem gemm_partial; /* split-K partial products */
+    size_t gemm_partial_cap;
+    clcnn_kern *gemm_reduce;
 };
 
 /* Looks a kernel up by name; NULL when absent (a programmer error: kernels ship with the

@@ -43,7 +43,8 @@ clcnn_status clcnn_gemm_init(clcnn_context *ctx) {
     ctx->gemm_cpu[0] = clcnn_ctx_kernel(ctx, "gemm_cpu_nn");
     ctx->gemm_cpu[1] = clcnn_ctx_kernel(ctx, "gemm_cpu_tn");
     ctx->transpose = clcnn_ctx_kernel(ctx, "transpose_f32");
-    if (!ctx->gemm_cpu[0] || !ctx->gemm_cpu[1] || !ctx->transpose)
+    ctx->gemm_reduce = clcnn_ctx_kernel(ctx, "gemm_reduce");
+    if (!ctx->gemm_cpu[0] || !ctx->gemm_cpu[1] || !ctx->transpose || !ctx->gemm_reduce)
         return clcnn_fail(&ctx->err, CLCNN_ERR_BUILD, "CPU GEMM kernels are missing");
     return CLCNN_SUCCESS;
 }
@@ -92,22 +93,29 @@ static clcnn_status gemm_opencl(clcnn_context *ctx, int ta, int tb, int M, int N
     return clcnn_launch_nd(ctx, k, &a, 2, global);
 }
 
+/* Grows one of the context's scratch buffers to hold `need` floats. */
+static clcnn_status scratch(clcnn_context *ctx, cl_mem *buf, size_t *cap, size_t need,
+                            const char *what) {
+    cl_int rc;
+    if (need <= *cap) return CLCNN_SUCCESS;
+    if (*buf) clReleaseMemObject(*buf);
+    *cap = 0;
+    *buf = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, need * sizeof(float), NULL, &rc);
+    if (rc != CL_SUCCESS) {
+        *buf = NULL;
+        return clcnn_cl_fail(ctx, rc, what);
+    }
+    *cap = need;
+    return CLCNN_SUCCESS;
+}
+
 /* Writes op(B) = B^T (B stored as N rows of K, leading dimension ldb) densely into the
  * context's scratch buffer as K rows of N. */
 static clcnn_status transpose_b(clcnn_context *ctx, int N, int K, cl_mem B, size_t b_off, int ldb) {
     size_t need = (size_t)N * (size_t)K;
-    cl_int rc;
-    if (need > ctx->gemm_scratch_cap) {
-        if (ctx->gemm_scratch) clReleaseMemObject(ctx->gemm_scratch);
-        ctx->gemm_scratch_cap = 0;
-        ctx->gemm_scratch =
-            clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, need * sizeof(float), NULL, &rc);
-        if (rc != CL_SUCCESS) {
-            ctx->gemm_scratch = NULL;
-            return clcnn_cl_fail(ctx, rc, "allocating the GEMM transpose scratch");
-        }
-        ctx->gemm_scratch_cap = need;
-    }
+    clcnn_status st = scratch(ctx, &ctx->gemm_scratch, &ctx->gemm_scratch_cap, need,
+                              "allocating the GEMM transpose scratch");
+    if (st) return st;
     clcnn_kern *k = ctx->transpose;
     int bo = (int)b_off;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
@@ -123,34 +131,64 @@ static clcnn_status transpose_b(clcnn_context *ctx, int N, int K, cl_mem B, size
 static clcnn_status gemm_cpu(clcnn_context *ctx, int ta, int tb, int M, int N, int K, float alpha,
                              cl_mem A, size_t a_off, int lda, cl_mem B, size_t b_off, int ldb,
                              float beta, cl_mem C, size_t c_off, int ldc) {
-    clcnn_status st;
+    clcnn_status st = CLCNN_SUCCESS;
     if (tb) {
         if ((st = transpose_b(ctx, N, K, B, b_off, ldb))) return st;
         B = ctx->gemm_scratch, b_off = 0, ldb = N;
     }
+    /* Few output tiles over a long K (weight gradients: K = every pixel of the batch) would
+     * stream B from memory once per row tile; splitting K into cache-sized chunks lets the
+     * row tiles share each chunk, and a second pass adds the partial products. */
+    int tiles = ((M + 7) / 8) * ((N + 31) / 32), kc = K, S = 1;
+    if (K >= 4096 && tiles < 512) {
+        kc = 512;
+        S = (K + kc - 1) / kc;
+        st = scratch(ctx, &ctx->gemm_partial, &ctx->gemm_partial_cap, (size_t)S * M * N,
+                     "allocating the split-K scratch");
+        if (st) return st;
+    }
     clcnn_kern *k = ctx->gemm_cpu[ta ? 1 : 0];
-    int ao = (int)a_off, bo = (int)b_off, co = (int)c_off;
-    size_t global[2] = {(size_t)(M + 7) / 8, (size_t)(N + 31) / 32}, local[2] = {1, 1};
+    int ao = (int)a_off, bo = (int)b_off, co = S > 1 ? 0 : (int)c_off, ldcc = S > 1 ? N : ldc;
+    int cstride = M * N;
+    float al = S > 1 ? 1.0f : alpha, be = S > 1 ? 0.0f : beta;
+    cl_mem Cout = S > 1 ? ctx->gemm_partial : C;
+    size_t global[3] = {(size_t)(M + 7) / 8, (size_t)(N + 31) / 32, (size_t)S};
+    size_t local[3] = {1, 1, 1};
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, M);
     CLCNN_ARG(&a, N);
     CLCNN_ARG(&a, K);
-    CLCNN_ARG(&a, alpha);
+    CLCNN_ARG(&a, al);
     CLCNN_ARG(&a, A);
     CLCNN_ARG(&a, ao);
     CLCNN_ARG(&a, lda);
     CLCNN_ARG(&a, B);
     CLCNN_ARG(&a, bo);
     CLCNN_ARG(&a, ldb);
-    CLCNN_ARG(&a, beta);
-    CLCNN_ARG(&a, C);
+    CLCNN_ARG(&a, be);
+    CLCNN_ARG(&a, Cout);
     CLCNN_ARG(&a, co);
-    CLCNN_ARG(&a, ldc);
+    CLCNN_ARG(&a, ldcc);
+    CLCNN_ARG(&a, kc);
+    CLCNN_ARG(&a, cstride);
     if (a.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a.rc, k->name);
-    cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 2, NULL, global, local, 0, NULL,
+    cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 3, NULL, global, local, 0, NULL,
                                        clcnn_prof_slot(ctx, k->name));
     if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
-    return CLCNN_SUCCESS;
+    if (S == 1) return CLCNN_SUCCESS;
+    clcnn_kern *r = ctx->gemm_reduce;
+    int c_o = (int)c_off;
+    clcnn_args b = {r->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&b, C);
+    CLCNN_ARG(&b, c_o);
+    CLCNN_ARG(&b, ldc);
+    CLCNN_ARG(&b, ctx->gemm_partial);
+    CLCNN_ARG(&b, M);
+    CLCNN_ARG(&b, N);
+    CLCNN_ARG(&b, S);
+    CLCNN_ARG(&b, alpha);
+    CLCNN_ARG(&b, beta);
+    return clcnn_launch1d(ctx, r, &b, (size_t)M * N);
 }
 
 clcnn_status clcnn_gemm(clcnn_context *ctx, int trans_a, int trans_b, int M, int N, int K,

@@ -9,8 +9,10 @@
 
 #include "rng.h"
 
-/* Scratch budget for the convolutions' im2col matrix: bigger batches run in chunks. */
-enum { WORKSPACE_FLOATS = 16 << 20 };
+/* Scratch budget for the convolutions' im2col matrix: bigger batches run in chunks. A layer
+ * whose whole-batch im2col fits KEEP_FLOATS keeps its own copy from the forward for the
+ * backward, which saves building it twice per step. */
+enum { WORKSPACE_FLOATS = 16 << 20, KEEP_FLOATS = 64 << 20 };
 
 static clcnn_status mfail_cl(clcnn_model *m, cl_int rc, const char *what) {
     return clcnn_fail(&m->err, (clcnn_status)rc, "%s failed: %s", what, clcnn_cl_error_name(rc));
@@ -223,6 +225,8 @@ static void release_batch(clcnn_model *m) {
     release(&m->correct_vec);
     release(&m->ws.col);
     release(&m->ws.rows);
+    release(&m->ws.wflip);
+    m->ws.wflip_cap = 0;
     m->cap = 0;
 }
 
@@ -247,13 +251,14 @@ void clcnn_model_free(clcnn_model *m) {
 clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
     clcnn_status st;
     char what[64];
-    size_t col = 0, rows = 0;
+    size_t col = 0, rows = 0, wflip = 0;
     if (n <= m->cap) return CLCNN_SUCCESS;
     release_batch(m);
     m->act = calloc((size_t)m->n_layers + 1, sizeof *m->act);
     m->gact = calloc((size_t)m->n_layers + 1, sizeof *m->gact);
     m->argmax = calloc((size_t)m->n_layers + 1, sizeof *m->argmax);
-    if (!m->act || !m->gact || !m->argmax)
+    m->keep_col = calloc((size_t)m->n_layers + 1, sizeof *m->keep_col);
+    if (!m->act || !m->gact || !m->argmax || !m->keep_col)
         return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     size_t in_floats = (size_t)n * m->in_c * m->in_h * m->in_w;
     if ((st = alloc_buf(m, &m->act[0], in_floats * sizeof(float), "the input batch"))) goto fail;
@@ -283,14 +288,36 @@ clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
             size_t chunk = WORKSPACE_FLOATS / (per_col ? per_col : 1);
             if (chunk < 1) chunk = 1;
             if (chunk > (size_t)n) chunk = (size_t)n;
+            if ((size_t)n * per_col <= KEEP_FLOATS) {
+                snprintf(what, sizeof what, "the im2col matrix of layer %d", i);
+                st = alloc_buf(m, &m->keep_col[i], (size_t)n * per_col * sizeof(float), what);
+                if (st) goto fail;
+                chunk = (size_t)n; /* the whole batch at once: rows must hold it too */
+            }
             clcnn_conv2d_scratch(&L->conv, (int)chunk, &c, &r);
             if (c > col) col = c;
             if (r > rows) rows = r;
+            clcnn_conv2d_shape g;
+            if (clcnn_conv2d_grad_input_shape(&L->conv, &g)) {
+                clcnn_conv2d_scratch(&g, 1, &per_col, &per_rows);
+                chunk = WORKSPACE_FLOATS / (per_col ? per_col : 1);
+                if (chunk < 1) chunk = 1;
+                if (chunk > (size_t)n) chunk = (size_t)n;
+                clcnn_conv2d_scratch(&g, (int)chunk, &c, &r);
+                if (c > col) col = c;
+                if (r > rows) rows = r;
+                size_t wf = (size_t)L->conv.OC * L->conv.C * L->conv.K * L->conv.K;
+                if (wf > wflip) wflip = wf;
+            }
         }
     }
     if ((st = alloc_buf(m, &m->ws.col, col * sizeof(float), "the im2col workspace"))) goto fail;
     if ((st = alloc_buf(m, &m->ws.rows, rows * sizeof(float), "the GEMM workspace"))) goto fail;
     m->ws.col_cap = col, m->ws.rows_cap = rows;
+    if (wflip) {
+        if ((st = alloc_buf(m, &m->ws.wflip, wflip * sizeof(float), "flipped weights"))) goto fail;
+        m->ws.wflip_cap = wflip;
+    }
     if ((st = alloc_buf(m, &m->labels, (size_t)n, "the labels"))) goto fail;
     if ((st = alloc_buf(m, &m->loss_vec, (size_t)n * sizeof(float), "per-sample losses")))
         goto fail;
@@ -320,7 +347,7 @@ clcnn_status clcnn_model_forward(clcnn_model *m, int n) {
         switch (d->kind) {
         case CLCNN_LAYER_CONV2D:
             st = clcnn_conv2d_forward(ctx, &m->ws, &L->conv, y, 0, x, 0, m->p, woff,
-                                      boff < 0 ? 0 : boff, n);
+                                      boff < 0 ? 0 : boff, n, m->keep_col[i]);
             break;
         case CLCNN_LAYER_MAXPOOL2D:
             st = clcnn_maxpool2d_forward(ctx, y, 0, m->argmax[i], x, 0, n * L->in_c, L->in_h,
@@ -355,8 +382,9 @@ static clcnn_status backward(clcnn_model *m, int n) {
         if (!need_gx) gx = NULL;
         switch (d->kind) {
         case CLCNN_LAYER_CONV2D:
-            st = clcnn_conv2d_backward(ctx, &m->ws, &L->conv, gx, 0, m->g, woff,
-                                       boff < 0 ? 0 : boff, gy, 0, m->act[i], 0, m->p, n);
+            st =
+                clcnn_conv2d_backward(ctx, &m->ws, &L->conv, gx, 0, m->g, woff, boff < 0 ? 0 : boff,
+                                      gy, 0, m->act[i], 0, m->p, n, m->keep_col[i]);
             break;
         case CLCNN_LAYER_MAXPOOL2D:
             st =

@@ -41,6 +41,7 @@ struct clcnn_model {
      * act[i+1] the output of layer i; gact[i] the gradient of act[i]. */
     int cap;
     cl_mem *act, *gact, *argmax;
+    cl_mem *keep_col; /* per conv layer: the batch's im2col kept for the backward, or NULL */
     cl_mem labels, loss_vec, correct_vec;
     clcnn_workspace ws;
 };

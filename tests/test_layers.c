@@ -105,14 +105,26 @@ static void test_conv(const conv_case *t) {
     if (t->chunked) {
         clcnn_conv2d_scratch(&s, 2, &col, &rows);
     }
+    /* Room for the input-gradient convolution too, so stride-1 layers take that path; the
+     * chunked cases leave it out and so test col2im (and the stride-2 ones always do). */
+    clcnn_conv2d_shape g;
+    if (!t->chunked && clcnn_conv2d_grad_input_shape(&s, &g)) {
+        size_t c2, r2;
+        clcnn_conv2d_scratch(&g, t->N, &c2, &r2);
+        if (c2 > col) col = c2;
+        if (r2 > rows) rows = r2;
+        ws.wflip = dev(NULL, nw), ws.wflip_cap = nw;
+    }
     ws.col = dev(NULL, col), ws.col_cap = col;
     ws.rows = dev(NULL, rows), ws.rows_cap = rows;
-    CHECK(clcnn_conv2d_forward(ctx, &ws, &s, dy, 2, dx, 3, dp, woff, boff, t->N) == 0);
+    /* The kept-im2col path: the batch's matrix in its own buffer, reused by the backward. */
+    cl_mem keep = t->chunked ? NULL : dev(NULL, (size_t)t->N * s.OH * s.OW * t->C * t->K * t->K);
+    CHECK(clcnn_conv2d_forward(ctx, &ws, &s, dy, 2, dx, 3, dp, woff, boff, t->N, keep) == 0);
     char what[200];
     snprintf(what, sizeof what, "%s forward", name);
     compare(what, dy, 2, y, ny);
-    CHECK(clcnn_conv2d_backward(ctx, &ws, &s, dgx, 4, dg, woff, boff, dgy, 1, dx, 3, dp, t->N) ==
-          0);
+    CHECK(clcnn_conv2d_backward(ctx, &ws, &s, dgx, 4, dg, woff, boff, dgy, 1, dx, 3, dp, t->N,
+                                keep) == 0);
     snprintf(what, sizeof what, "%s grad x", name);
     compare(what, dgx, 4, gx, nx);
     snprintf(what, sizeof what, "%s grad w", name);
@@ -122,8 +134,8 @@ static void test_conv(const conv_case *t) {
         compare(what, dg, boff, gb, (size_t)t->OC);
     }
     /* Without gx (first layer): weight gradient unchanged, still correct. */
-    CHECK(clcnn_conv2d_backward(ctx, &ws, &s, NULL, 0, dg, woff, boff, dgy, 1, dx, 3, dp, t->N) ==
-          0);
+    CHECK(clcnn_conv2d_backward(ctx, &ws, &s, NULL, 0, dg, woff, boff, dgy, 1, dx, 3, dp, t->N,
+                                NULL) == 0);
     snprintf(what, sizeof what, "%s grad w (no gx)", name);
     compare(what, dg, woff, gw, nw);
     cl_mem bufs[] = {dp, dg, dx, dy, dgy, dgx, ws.col, ws.rows};
@@ -266,15 +278,18 @@ int main(void) {
         {7, 3, 12, 10, 8, 5, 1, 2, 1, 1},  /* the same through chunks of 2 images */
         {3, 2, 5, 7, 3, 3, 2, 0, 1, 1},    /* chunked, stride 2 */
         {2, 3, 11, 13, 32, 5, 1, 2, 1, 0}, /* OC 32: full 8x32 tiles of the CPU GEMM */
+        {5, 3, 37, 40, 8, 3, 1, 1, 1, 0},  /* 7400 pixels: split-K weight gradient */
     };
     for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++)
         test_conv(&convs[i]);
     test_pool(2, 3, 7, 9, 3, 2, 0, 1); /* overlapping windows with ties */
     test_pool(2, 3, 7, 9, 3, 2, 0, 0);
     test_pool(1, 2, 8, 8, 2, 2, 0, 0);
-    test_pool(3, 2, 5, 7, 3, 2, 1, 1); /* padding 1 with ties */
-    test_pool(2, 1, 6, 5, 2, 1, 0, 1); /* stride 1 */
-    test_pool(1, 1, 1, 1, 1, 1, 0, 0); /* degenerate 1x1 */
+    test_pool(3, 2, 5, 7, 3, 2, 1, 1);  /* padding 1 with ties */
+    test_pool(2, 1, 6, 5, 2, 1, 0, 1);  /* stride 1 */
+    test_pool(1, 1, 1, 1, 1, 1, 0, 0);  /* degenerate 1x1 */
+    test_pool(2, 2, 9, 10, 2, 3, 0, 1); /* stride > K: gaps between windows */
+    test_pool(2, 1, 7, 7, 3, 3, 1, 1);  /* stride == K with padding */
     test_linear(3, 7, 4);
     test_linear(1, 5, 1);
     test_linear(65, 33, 10);

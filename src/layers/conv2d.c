@@ -9,7 +9,13 @@ int clcnn_conv2d_chunk(const clcnn_conv2d_shape *s, const clcnn_workspace *ws) {
     size_t per_rows = ohw * (size_t)s->OC;
     size_t a = per_col ? ws->col_cap / per_col : 1, b = per_rows ? ws->rows_cap / per_rows : 1;
     size_t c = a < b ? a : b;
-    return c < 1 ? 1 : c > 1 << 20 ? 1 << 20 : (int)c;
+    return c > 1 << 20 ? 1 << 20 : (int)c;
+}
+
+int clcnn_conv2d_grad_input_shape(const clcnn_conv2d_shape *s, clcnn_conv2d_shape *g) {
+    if (s->stride != 1 || s->pad > s->K - 1) return 0;
+    *g = (clcnn_conv2d_shape){s->OC, s->OH, s->OW, s->C, s->K, 1, s->K - 1 - s->pad, s->H, s->W, 0};
+    return 1;
 }
 
 void clcnn_conv2d_scratch(const clcnn_conv2d_shape *s, int chunk, size_t *col, size_t *rows) {
@@ -40,16 +46,20 @@ static clcnn_status im2col(clcnn_context *ctx, const clcnn_conv2d_shape *s, cl_m
 
 clcnn_status clcnn_conv2d_forward(clcnn_context *ctx, clcnn_workspace *ws,
                                   const clcnn_conv2d_shape *s, cl_mem y, int yoff, cl_mem x,
-                                  int xoff, cl_mem params, int woff, int boff, int N) {
-    int chunk = clcnn_conv2d_chunk(s, ws), ohw = s->OH * s->OW, ckk = s->C * s->K * s->K;
+                                  int xoff, cl_mem params, int woff, int boff, int N,
+                                  cl_mem keep_col) {
+    int chunk = keep_col ? N : clcnn_conv2d_chunk(s, ws), ohw = s->OH * s->OW;
+    int ckk = s->C * s->K * s->K;
+    cl_mem col = keep_col ? keep_col : ws->col;
+    CLCNN_ASSERT(chunk > 0); /* callers size the workspace for at least one image */
     clcnn_kern *scatter = clcnn_kernel_must(ctx, "rows_to_nchw_bias");
     clcnn_status st;
     for (int n0 = 0; n0 < N; n0 += chunk) {
         int nimg = N - n0 < chunk ? N - n0 : chunk;
-        if ((st = im2col(ctx, s, ws->col, x, xoff, n0, nimg))) return st;
+        if ((st = im2col(ctx, s, col, x, xoff, n0, nimg))) return st;
         /* rows[nimg*OHW, OC] = col[nimg*OHW, CKK] . w[OC, CKK]^T */
-        st = clcnn_gemm(ctx, 0, 1, nimg * ohw, s->OC, ckk, 1.0f, ws->col, 0, ckk, params,
-                        (size_t)woff, ckk, 0.0f, ws->rows, 0, s->OC);
+        st = clcnn_gemm(ctx, 0, 1, nimg * ohw, s->OC, ckk, 1.0f, col, 0, ckk, params, (size_t)woff,
+                        ckk, 0.0f, ws->rows, 0, s->OC);
         if (st) return st;
         clcnn_args a = {scatter->k, 0, CL_SUCCESS};
         CLCNN_ARG(&a, y);
@@ -70,8 +80,16 @@ clcnn_status clcnn_conv2d_forward(clcnn_context *ctx, clcnn_workspace *ws,
 clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
                                    const clcnn_conv2d_shape *s, cl_mem gx, int gxoff, cl_mem grads,
                                    int woff, int boff, cl_mem gy, int gyoff, cl_mem x, int xoff,
-                                   cl_mem params, int N) {
-    int chunk = clcnn_conv2d_chunk(s, ws), ohw = s->OH * s->OW, ckk = s->C * s->K * s->K;
+                                   cl_mem params, int N, cl_mem keep_col) {
+    int chunk = keep_col ? N : clcnn_conv2d_chunk(s, ws), ohw = s->OH * s->OW;
+    int ckk = s->C * s->K * s->K;
+    cl_mem col = keep_col ? keep_col : ws->col;
+    clcnn_conv2d_shape g;
+    /* With stride 1 the input gradient is itself a convolution (of gy with the flipped
+     * weights), which streams memory far better than col2im's scattered gather. */
+    int via_conv = gx && ws->wflip && clcnn_conv2d_grad_input_shape(s, &g) &&
+                   ws->wflip_cap >= (size_t)s->OC * ckk && clcnn_conv2d_chunk(&g, ws) > 0;
+    CLCNN_ASSERT(chunk > 0);
     clcnn_kern *gather = clcnn_kernel_must(ctx, "nchw_to_rows"),
                *c2i = clcnn_kernel_must(ctx, "col2im");
     clcnn_status st;
@@ -100,20 +118,20 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
         CLCNN_ARG(&a, s->OC);
         CLCNN_ARG(&a, ohw);
         if ((st = clcnn_launch1d(ctx, gather, &a, (size_t)nimg * s->OC * ohw))) return st;
-        if ((st = im2col(ctx, s, ws->col, x, xoff, n0, nimg))) return st;
+        if (!keep_col && (st = im2col(ctx, s, col, x, xoff, n0, nimg))) return st;
         /* gw[OC, CKK] (+)= rows^T . col; the first chunk overwrites */
-        st = clcnn_gemm(ctx, 1, 0, s->OC, ckk, nimg * ohw, 1.0f, ws->rows, 0, s->OC, ws->col, 0,
-                        ckk, n0 == 0 ? 0.0f : 1.0f, grads, (size_t)woff, ckk);
+        st = clcnn_gemm(ctx, 1, 0, s->OC, ckk, nimg * ohw, 1.0f, ws->rows, 0, s->OC, col, 0, ckk,
+                        n0 == 0 ? 0.0f : 1.0f, grads, (size_t)woff, ckk);
         if (st) return st;
-        if (!gx) continue;
+        if (!gx || via_conv) continue;
         /* dcol[nimg*OHW, CKK] = rows . w, written over col (the queue is in order) */
         st = clcnn_gemm(ctx, 0, 0, nimg * ohw, ckk, s->OC, 1.0f, ws->rows, 0, s->OC, params,
-                        (size_t)woff, ckk, 0.0f, ws->col, 0, ckk);
+                        (size_t)woff, ckk, 0.0f, col, 0, ckk);
         if (st) return st;
         clcnn_args b = {c2i->k, 0, CL_SUCCESS};
         CLCNN_ARG(&b, gx);
         CLCNN_ARG(&b, gxoff);
-        CLCNN_ARG(&b, ws->col);
+        CLCNN_ARG(&b, col);
         CLCNN_ARG(&b, n0);
         CLCNN_ARG(&b, nimg);
         CLCNN_ARG(&b, s->C);
@@ -126,5 +144,15 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
         CLCNN_ARG(&b, s->OW);
         if ((st = clcnn_launch1d(ctx, c2i, &b, (size_t)nimg * s->C * s->H * s->W))) return st;
     }
-    return CLCNN_SUCCESS;
+    if (!via_conv) return CLCNN_SUCCESS;
+    clcnn_kern *flip = clcnn_kernel_must(ctx, "flip_weights");
+    clcnn_args f = {flip->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&f, ws->wflip);
+    CLCNN_ARG(&f, params);
+    CLCNN_ARG(&f, woff);
+    CLCNN_ARG(&f, s->OC);
+    CLCNN_ARG(&f, s->C);
+    CLCNN_ARG(&f, s->K);
+    if ((st = clcnn_launch1d(ctx, flip, &f, (size_t)s->OC * ckk))) return st;
+    return clcnn_conv2d_forward(ctx, ws, &g, gx, gxoff, gy, gyoff, ws->wflip, 0, 0, N, NULL);
 }

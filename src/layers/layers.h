@@ -13,27 +13,37 @@ typedef struct clcnn_workspace {
     cl_mem col;
     size_t col_cap; /* floats */
     cl_mem rows;
-    size_t rows_cap; /* floats */
+    size_t rows_cap;  /* floats */
+    cl_mem wflip;     /* flipped weights for the input gradient; NULL: use col2im */
+    size_t wflip_cap; /* floats */
 } clcnn_workspace;
 
 typedef struct clcnn_conv2d_shape {
     int C, H, W, OC, K, stride, pad, OH, OW, bias;
 } clcnn_conv2d_shape;
 
-/* Images per chunk for a conv layer given the workspace (at least 1). */
+/* Images per chunk for a conv layer given the workspace; 0 when not even one image fits. */
 int clcnn_conv2d_chunk(const clcnn_conv2d_shape *s, const clcnn_workspace *ws);
+/* The convolution whose forward pass computes this layer's input gradient, when the layer has
+ * stride 1 and pad <= K-1: channels swapped, weights flipped, padding K-1-pad. Returns 0 when
+ * there is none (then the backward uses col2im). */
+int clcnn_conv2d_grad_input_shape(const clcnn_conv2d_shape *s, clcnn_conv2d_shape *g);
 /* Floats of col and rows scratch that `chunk` images of this layer need. */
 void clcnn_conv2d_scratch(const clcnn_conv2d_shape *s, int chunk, size_t *col, size_t *rows);
 
-/* y (N,OC,OH,OW) = conv(x (N,C,H,W), w (OC,C,K,K)) + b */
+/* y (N,OC,OH,OW) = conv(x (N,C,H,W), w (OC,C,K,K)) + b. keep_col, when not NULL, is a buffer
+ * with room for the whole batch's im2col matrix: the forward leaves it there and the backward
+ * of the same batch reuses it instead of building it again (pass the same buffer to both). */
 clcnn_status clcnn_conv2d_forward(clcnn_context *ctx, clcnn_workspace *ws,
                                   const clcnn_conv2d_shape *s, cl_mem y, int yoff, cl_mem x,
-                                  int xoff, cl_mem params, int woff, int boff, int N);
-/* gw, gb (into grads at woff/boff) and gx (if gx != NULL) from gy (N,OC,OH,OW) */
+                                  int xoff, cl_mem params, int woff, int boff, int N,
+                                  cl_mem keep_col);
+/* gw, gb (into grads at woff/boff) and gx (if gx != NULL) from gy (N,OC,OH,OW). With keep_col
+ * the forward's im2col matrix is reused and then overwritten (by the input gradient's). */
 clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
                                    const clcnn_conv2d_shape *s, cl_mem gx, int gxoff, cl_mem grads,
                                    int woff, int boff, cl_mem gy, int gyoff, cl_mem x, int xoff,
-                                   cl_mem params, int N);
+                                   cl_mem params, int N, cl_mem keep_col);
 
 /* MaxPool2d over N*C planes of HxW; argmax (int per output) feeds the backward. */
 clcnn_status clcnn_maxpool2d_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem argmax,

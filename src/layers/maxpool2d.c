@@ -25,6 +25,31 @@ clcnn_status clcnn_maxpool2d_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_
 clcnn_status clcnn_maxpool2d_backward(clcnn_context *ctx, cl_mem gx, int gxoff, cl_mem gy,
                                       int gyoff, cl_mem argmax, int NC, int H, int W, int K,
                                       int stride, int pad, int OH, int OW) {
+    if (stride >= K) {
+        clcnn_kern *f = clcnn_kernel_must(ctx, "fill_f32"), *sc;
+        int count = NC * H * W;
+        float zero = 0.0f;
+        clcnn_status st;
+        clcnn_args z = {f->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&z, gx);
+        CLCNN_ARG(&z, gxoff);
+        CLCNN_ARG(&z, count);
+        CLCNN_ARG(&z, zero);
+        if ((st = clcnn_launch1d(ctx, f, &z, (size_t)count))) return st;
+        sc = clcnn_kernel_must(ctx, "maxpool_backward_scatter");
+        clcnn_args a = {sc->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&a, gx);
+        CLCNN_ARG(&a, gxoff);
+        CLCNN_ARG(&a, gy);
+        CLCNN_ARG(&a, gyoff);
+        CLCNN_ARG(&a, argmax);
+        CLCNN_ARG(&a, NC);
+        CLCNN_ARG(&a, H);
+        CLCNN_ARG(&a, W);
+        CLCNN_ARG(&a, OH);
+        CLCNN_ARG(&a, OW);
+        return clcnn_launch1d(ctx, sc, &a, (size_t)NC * OH * OW);
+    }
     clcnn_kern *k = clcnn_kernel_must(ctx, "maxpool_backward");
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, gx);
