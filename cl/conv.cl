@@ -104,3 +104,149 @@ __kernel void flip_weights(__global float *wf, __global const float *w, int woff
     int kw = i % K, kh = (i / K) % K, oc = (i / (K * K)) % OC, c = i / (K * K * OC);
     wf[i] = w[woff + ((oc * C + c) * K + (K - 1 - kh)) * K + (K - 1 - kw)];
 }
+
+/* xp[nc, h, w] = x[nc, h - pad, w - pad] or 0: the zero-padded input of a convolution, so the
+ * direct kernels below need no bounds checks. One work-item per padded row. */
+__kernel void pad_input(__global float *xp, __global const float *x, int xoff, int NC, int H,
+                        int W, int pad, int Hp, int Wp) {
+    int r = get_global_id(0);
+    if (r >= NC * Hp) return;
+    int h = r % Hp - pad, nc = r / Hp;
+    __global float *dst = xp + (long)r * Wp;
+    if (h < 0 || h >= H) {
+        for (int w = 0; w < Wp; w++) dst[w] = 0.0f;
+        return;
+    }
+    __global const float *src = x + xoff + ((long)nc * H + h) * W;
+    for (int w = 0; w < pad; w++) dst[w] = 0.0f;
+    for (int w = 0; w < W; w++) dst[pad + w] = src[w];
+    for (int w = pad + W; w < Wp; w++) dst[w] = 0.0f;
+}
+
+/* Direct ("implicit GEMM") stride-1 convolution shaped for CPU devices: one work-item per
+ * work-group owns 8 output channels x 2 output rows x 16 output columns in sixteen float16
+ * accumulators; every (c, kh, kw) tap is two unaligned vload16s of the padded input and eight
+ * broadcast weights into explicit fmas. No im2col matrix is built and the output lands in
+ * NCHW with its bias. Lanes and rows past the edge are computed from in-bounds (slack) memory
+ * and not stored; channels past OC reuse the last channel's weights and are not stored.
+ * global = (ceil(OW/16) * ceil(OH/2), ceil(OC/8), N). */
+#define ACC_ROW(r)                                                                                 \
+    {                                                                                              \
+        float16 wv = (float16)(w[o##r + tap]);                                                     \
+        a##r = fma(wv, v0, a##r);                                                                  \
+        b##r = fma(wv, v1, b##r);                                                                  \
+    }
+#define STORE_ROW(r)                                                                               \
+    if (oc0 + r < OC) {                                                                            \
+        float bias = has_bias ? w[boff + oc0 + r] : 0.0f;                                          \
+        __global float *yp = y + yoff + ((n * OC + oc0 + r) * OH + oh0) * OW + ow0;                \
+        float16 s0 = a##r + bias, s1 = b##r + bias;                                                \
+        if (full) {                                                                                \
+            vstore16(s0, 0, yp);                                                                   \
+            if (two) vstore16(s1, 0, yp + OW);                                                     \
+        } else {                                                                                   \
+            float t0[16], t1[16];                                                                  \
+            vstore16(s0, 0, t0);                                                                   \
+            vstore16(s1, 0, t1);                                                                   \
+            for (int q = 0; q < nw; q++) {                                                         \
+                yp[q] = t0[q];                                                                     \
+                if (two) yp[OW + q] = t1[q];                                                       \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
+    __global float *y, int yoff, __global const float *xp, __global const float *w, int woff,
+    int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH, int OW) {
+    int tiles_w = (OW + 15) / 16;
+    int t = get_global_id(0), oc0 = get_global_id(1) * 8, n = get_global_id(2);
+    int ow0 = (t % tiles_w) * 16, oh0 = (t / tiles_w) * 2;
+    if (oh0 >= OH || oc0 >= OC) return;
+    int ckk = C * K * K, last = OC - 1;
+    int o0 = woff + min(oc0 + 0, last) * ckk, o1 = woff + min(oc0 + 1, last) * ckk;
+    int o2 = woff + min(oc0 + 2, last) * ckk, o3 = woff + min(oc0 + 3, last) * ckk;
+    int o4 = woff + min(oc0 + 4, last) * ckk, o5 = woff + min(oc0 + 5, last) * ckk;
+    int o6 = woff + min(oc0 + 6, last) * ckk, o7 = woff + min(oc0 + 7, last) * ckk;
+    float16 a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    float16 b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0, b6 = 0, b7 = 0;
+    for (int c = 0; c < C; c++) {
+        __global const float *plane = xp + ((n * C + c) * Hp + oh0) * Wp + ow0;
+        for (int kh = 0; kh < K; kh++) {
+            __global const float *r0 = plane + kh * Wp;
+            int tap = (c * K + kh) * K;
+            for (int kw = 0; kw < K; kw++, tap++) {
+                float16 v0 = vload16(0, r0 + kw), v1 = vload16(0, r0 + Wp + kw);
+                ACC_ROW(0) ACC_ROW(1) ACC_ROW(2) ACC_ROW(3)
+                ACC_ROW(4) ACC_ROW(5) ACC_ROW(6) ACC_ROW(7)
+            }
+        }
+    }
+    int nw = min(16, OW - ow0), full = nw == 16, two = oh0 + 1 < OH;
+    STORE_ROW(0) STORE_ROW(1) STORE_ROW(2) STORE_ROW(3)
+    STORE_ROW(4) STORE_ROW(5) STORE_ROW(6) STORE_ROW(7)
+}
+
+/* Direct stride-1 weight gradient shaped for CPU devices: gw[oc, tap] = sum over n, oh, ow of
+ * gy[n, oc, oh, ow] * xp[n, c, oh + kh, ow + kw], tap = (c*K + kh)*K + kw. One work-item per
+ * work-group owns 4 output channels x 4 taps in sixteen float16 accumulators that run along
+ * ow (16 lanes), over the whole batch, and reduces the lanes once at the end: no im2col
+ * matrix, no layout change of gy. Lanes past OW are zero in gy, so the x lanes they meet
+ * (read from the padded input's slack or the next row) add nothing.
+ * global = (ceil(CKK/4), ceil(OC/4)). */
+#define GW_ACC(r, t) acc##r##t = fma(g##r, x##t, acc##r##t);
+#define GW_STORE(r, t)                                                                             \
+    if (oc0 + r < OC && q0 + t < CKK) {                                                            \
+        float16 v = acc##r##t;                                                                     \
+        float8 h8 = v.lo + v.hi;                                                                   \
+        float4 h4 = h8.lo + h8.hi;                                                                 \
+        float2 h2 = h4.lo + h4.hi;                                                                 \
+        gw[gwoff + (oc0 + r) * CKK + q0 + t] = h2.x + h2.y;                                        \
+    }
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_s1(
+    __global float *gw, int gwoff, __global const float *gy, int gyoff,
+    __global const float *xp, int N, int C, int Hp, int Wp, int OC, int K, int OH, int OW) {
+    int CKK = C * K * K, q0 = get_global_id(0) * 4, oc0 = get_global_id(1) * 4;
+    if (q0 >= CKK || oc0 >= OC) return;
+    int xo[4], go[4];
+    for (int t = 0; t < 4; t++) {
+        int q = min(q0 + t, CKK - 1);
+        int kw = q % K, kh = (q / K) % K, c = q / (K * K);
+        xo[t] = (c * Hp + kh) * Wp + kw;
+        go[t] = min(oc0 + t, OC - 1) * OH * OW;
+    }
+    float16 acc00 = 0, acc01 = 0, acc02 = 0, acc03 = 0, acc10 = 0, acc11 = 0, acc12 = 0;
+    float16 acc13 = 0, acc20 = 0, acc21 = 0, acc22 = 0, acc23 = 0, acc30 = 0, acc31 = 0;
+    float16 acc32 = 0, acc33 = 0;
+    for (int n = 0; n < N; n++) {
+        __global const float *gyn = gy + gyoff + n * OC * OH * OW;
+        __global const float *xn = xp + n * C * Hp * Wp;
+        for (int oh = 0; oh < OH; oh++) {
+            for (int ow0 = 0; ow0 < OW; ow0 += 16) {
+                int p = oh * OW + ow0, xr = oh * Wp + ow0;
+                float16 g0, g1, g2, g3;
+                if (ow0 + 16 <= OW) {
+                    g0 = vload16(0, gyn + go[0] + p), g1 = vload16(0, gyn + go[1] + p);
+                    g2 = vload16(0, gyn + go[2] + p), g3 = vload16(0, gyn + go[3] + p);
+                } else { /* a partial row: read only its lanes (gy has no slack), zero the rest */
+                    float t[4][16];
+                    for (int r = 0; r < 4; r++)
+                        for (int l = 0; l < 16; l++)
+                            t[r][l] = ow0 + l < OW ? gyn[go[r] + p + l] : 0.0f;
+                    g0 = vload16(0, t[0]), g1 = vload16(0, t[1]);
+                    g2 = vload16(0, t[2]), g3 = vload16(0, t[3]);
+                }
+                float16 x0 = vload16(0, xn + xo[0] + xr), x1 = vload16(0, xn + xo[1] + xr);
+                float16 x2 = vload16(0, xn + xo[2] + xr), x3 = vload16(0, xn + xo[3] + xr);
+                GW_ACC(0, 0) GW_ACC(0, 1) GW_ACC(0, 2) GW_ACC(0, 3)
+                GW_ACC(1, 0) GW_ACC(1, 1) GW_ACC(1, 2) GW_ACC(1, 3)
+                GW_ACC(2, 0) GW_ACC(2, 1) GW_ACC(2, 2) GW_ACC(2, 3)
+                GW_ACC(3, 0) GW_ACC(3, 1) GW_ACC(3, 2) GW_ACC(3, 3)
+            }
+        }
+    }
+    GW_STORE(0, 0) GW_STORE(0, 1) GW_STORE(0, 2) GW_STORE(0, 3)
+    GW_STORE(1, 0) GW_STORE(1, 1) GW_STORE(1, 2) GW_STORE(1, 3)
+    GW_STORE(2, 0) GW_STORE(2, 1) GW_STORE(2, 2) GW_STORE(2, 3)
+    GW_STORE(3, 0) GW_STORE(3, 1) GW_STORE(3, 2) GW_STORE(3, 3)
+}

@@ -62,6 +62,7 @@ clcnn_status clcnn_model_save_checkpoint(clcnn_model *m, const char *path,
     float *w = NULL, *s1 = NULL, *s2 = NULL;
     clcnn_st_entry *ents = NULL;
     char(*names)[48] = NULL;
+    char *stmp = NULL, *wtmp = NULL;
     char spath[4200], hash[24], epoch[24], step[24], bie[24], seed[24], input[48], ostep[24];
     char lr[32], mom[32], damp[32], nest[8], wd[32], b1[32], b2[32], eps[32];
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
@@ -94,8 +95,11 @@ clcnn_status clcnn_model_save_checkpoint(clcnn_model *m, const char *path,
     const char *kind = m->opt.kind == CLCNN_OPTIMIZER_SGD    ? "sgd"
                        : m->opt.kind == CLCNN_OPTIMIZER_ADAM ? "adam"
                                                              : "adamw";
-    /* The optimizer state first: a crash between the two writes leaves an old weights file
-     * whose hash no longer matches, which a resume refuses, never a silent mix. */
+    /* Both files are written and fsync'd under temporary names before either replaces its
+     * predecessor, so a failed write (disk full) leaves an existing pair at these paths whole
+     * and loadable. Then the state is renamed first: a crash between the two renames leaves an
+     * old weights file whose hash no longer matches, which a resume refuses, never a silent
+     * mix. */
     int n = 0;
     for (int i = 0; i < m->n_params; i++) {
         if (s1) {
@@ -136,7 +140,8 @@ clcnn_status clcnn_model_save_checkpoint(clcnn_model *m, const char *path,
                            "step",
                            step};
     state_path(path, spath, sizeof spath);
-    st = clcnn_st_write(spath, ents, n, smeta, (int)(sizeof smeta / sizeof smeta[0] / 2), &m->err);
+    st = clcnn_st_write_tmp(spath, ents, n, smeta, (int)(sizeof smeta / sizeof smeta[0] / 2), &stmp,
+                            &m->err);
     if (st) goto done;
     for (int i = 0; i < m->n_params; i++)
         entry_for(&m->params[i], m->params[i].name, w, &ents[i]);
@@ -144,9 +149,21 @@ clcnn_status clcnn_model_save_checkpoint(clcnn_model *m, const char *path,
         "format", ckpt_format, "spec",          m->spec, "input",          input,
         "epoch",  epoch,       "step",          step,    "batch_in_epoch", bie,
         "seed",   seed,        "weights_xxh64", hash,    "clcnn_version",  clcnn_version()};
-    st = clcnn_st_write(path, ents, m->n_params, meta, (int)(sizeof meta / sizeof meta[0] / 2),
-                        &m->err);
+    st = clcnn_st_write_tmp(path, ents, m->n_params, meta, (int)(sizeof meta / sizeof meta[0] / 2),
+                            &wtmp, &m->err);
+    if (st) goto done;
+    st = clcnn_st_commit(stmp, spath, &m->err);
+    free(stmp);
+    stmp = NULL;
+    if (st) goto done;
+    st = clcnn_st_commit(wtmp, path, &m->err);
+    free(wtmp);
+    wtmp = NULL;
 done:
+    if (stmp) remove(stmp);
+    if (wtmp) remove(wtmp);
+    free(stmp);
+    free(wtmp);
     free(w);
     free(s1);
     free(s2);
@@ -252,6 +269,23 @@ static clcnn_status load_weights_from(clcnn_model *m, const clcnn_st_file *f, co
     return CLCNN_SUCCESS;
 }
 
+/* A clcnn checkpoint records an XXH64 of its weights: a damaged or edited one is refused by
+ * --init as by --resume. Plain state_dicts (PyTorch's save_file) have none and load as they
+ * are. Once every parameter is loaded, w holds exactly the file's weights. */
+static clcnn_status verify_checksum(clcnn_model *m, const clcnn_st_file *f, const char *path,
+                                    const float *w) {
+    const char *fmt = clcnn_st_meta(f, "format"), *want = clcnn_st_meta(f, "weights_xxh64");
+    char hash[24];
+    if (!fmt || strcmp(fmt, ckpt_format) != 0 || !want) return CLCNN_SUCCESS;
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)XXH64(w, m->total * sizeof *w, 0));
+    if (strcmp(want, hash) != 0)
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
+                          "%s: the weights do not match their recorded checksum (file damaged "
+                          "or edited)",
+                          path);
+    return CLCNN_SUCCESS;
+}
+
 clcnn_status clcnn_model_load_weights(clcnn_model *m, const char *path) {
     clcnn_st_file f = {0};
     float *w = NULL;
@@ -261,6 +295,7 @@ clcnn_status clcnn_model_load_weights(clcnn_model *m, const char *path) {
     if ((st = clcnn_st_read(&f, path, &m->err))) return st;
     if ((st = read_all(m, m->p, &w))) goto done;
     if ((st = load_weights_from(m, &f, path, w))) goto done;
+    if ((st = verify_checksum(m, &f, path, w))) goto done;
     st = write_all(m, m->p, w);
 done:
     free(w);

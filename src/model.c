@@ -226,7 +226,8 @@ static void release_batch(clcnn_model *m) {
     release(&m->ws.col);
     release(&m->ws.rows);
     release(&m->ws.wflip);
-    m->ws.wflip_cap = 0;
+    release(&m->ws.xpad);
+    m->ws.wflip_cap = m->ws.xpad_cap = 0;
     m->cap = 0;
 }
 
@@ -251,7 +252,7 @@ void clcnn_model_free(clcnn_model *m) {
 clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
     clcnn_status st;
     char what[64];
-    size_t col = 0, rows = 0, wflip = 0;
+    size_t col = 0, rows = 0, wflip = 0, xpad = 0;
     if (n <= m->cap) return CLCNN_SUCCESS;
     release_batch(m);
     m->act = calloc((size_t)m->n_layers + 1, sizeof *m->act);
@@ -297,8 +298,12 @@ clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
             clcnn_conv2d_scratch(&L->conv, (int)chunk, &c, &r);
             if (c > col) col = c;
             if (r > rows) rows = r;
+            size_t xp = clcnn_conv2d_direct_scratch(m->ctx, &L->conv, n);
+            if (xp > xpad) xpad = xp;
             clcnn_conv2d_shape g;
             if (clcnn_conv2d_grad_input_shape(&L->conv, &g)) {
+                xp = clcnn_conv2d_direct_scratch(m->ctx, &g, n);
+                if (xp > xpad) xpad = xp;
                 clcnn_conv2d_scratch(&g, 1, &per_col, &per_rows);
                 chunk = WORKSPACE_FLOATS / (per_col ? per_col : 1);
                 if (chunk < 1) chunk = 1;
@@ -314,6 +319,10 @@ clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
     if ((st = alloc_buf(m, &m->ws.col, col * sizeof(float), "the im2col workspace"))) goto fail;
     if ((st = alloc_buf(m, &m->ws.rows, rows * sizeof(float), "the GEMM workspace"))) goto fail;
     m->ws.col_cap = col, m->ws.rows_cap = rows;
+    if (xpad) {
+        if ((st = alloc_buf(m, &m->ws.xpad, xpad * sizeof(float), "the padded input"))) goto fail;
+        m->ws.xpad_cap = xpad;
+    }
     if (wflip) {
         if ((st = alloc_buf(m, &m->ws.wflip, wflip * sizeof(float), "flipped weights"))) goto fail;
         m->ws.wflip_cap = wflip;

@@ -988,8 +988,9 @@ static void sync_dir(const char *path) {
     free(dir);
 }
 
-clcnn_status clcnn_st_write(const char *path, const clcnn_st_entry *entries, int n,
-                            const char *const *meta, int n_meta, clcnn_error *e) {
+clcnn_status clcnn_st_write_tmp(const char *path, const clcnn_st_entry *entries, int n,
+                                const char *const *meta, int n_meta, char **tmp_out,
+                                clcnn_error *e) {
     clcnn_status st;
     sbuf hdr = {0};
     char *tmp = NULL;
@@ -997,7 +998,9 @@ clcnn_status clcnn_st_write(const char *path, const clcnn_st_entry *entries, int
     int created = 0, err;
     unsigned char len8[8];
     size_t tlen = path ? strlen(path) + 32 : 0;
-    if (!path) return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_st_write: NULL path");
+    if (!path || !tmp_out)
+        return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_st_write: NULL path");
+    *tmp_out = NULL;
     if ((st = check_entries(path, entries, n, meta, n_meta, e))) return st;
     build_header(&hdr, entries, n, meta, n_meta);
     if (hdr.oom || !(tmp = malloc(tlen))) {
@@ -1022,15 +1025,8 @@ clcnn_status clcnn_st_write(const char *path, const clcnn_st_entry *entries, int
     err = fclose(fp);
     fp = NULL;
     if (err != 0) goto write_fail;
-    if (rename(tmp, path) != 0) {
-        st = clcnn_fail(e, CLCNN_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp,
-                        strerror(errno));
-        goto fail;
-    }
-    created = 0;
-    sync_dir(path);
-    free(tmp);
     free(hdr.p);
+    *tmp_out = tmp;
     return CLCNN_SUCCESS;
 write_fail:
     st = clcnn_fail(e, CLCNN_ERR_IO, "%s: writing %s failed: %s", path, tmp, strerror(errno));
@@ -1039,5 +1035,27 @@ fail:
     if (created) remove(tmp);
     free(tmp);
     free(hdr.p);
+    return st;
+}
+
+clcnn_status clcnn_st_commit(const char *tmp, const char *path, clcnn_error *e) {
+    if (!tmp || !path)
+        return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_st_commit: NULL path");
+    if (rename(tmp, path) != 0) {
+        clcnn_status st = clcnn_fail(e, CLCNN_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp,
+                                     strerror(errno));
+        remove(tmp);
+        return st;
+    }
+    sync_dir(path);
+    return CLCNN_SUCCESS;
+}
+
+clcnn_status clcnn_st_write(const char *path, const clcnn_st_entry *entries, int n,
+                            const char *const *meta, int n_meta, clcnn_error *e) {
+    char *tmp = NULL;
+    clcnn_status st = clcnn_st_write_tmp(path, entries, n, meta, n_meta, &tmp, e);
+    if (st == CLCNN_SUCCESS) st = clcnn_st_commit(tmp, path, e);
+    free(tmp);
     return st;
 }

@@ -112,4 +112,14 @@ typedef struct clcnn_st_entry {
 clcnn_status clcnn_st_write(const char *path, const clcnn_st_entry *entries, int n,
                             const char *const *meta, int n_meta, clcnn_error *e);
 
+/* The two halves of clcnn_st_write, for callers that must write several files before any of
+ * them replaces its predecessor (a checkpoint's weights and optimizer state): write_tmp writes
+ * and fsyncs "<path>.tmp.<pid>" and returns that name in *tmp (malloc'd; the caller frees it),
+ * leaving nothing behind on failure; commit renames tmp over path and syncs the directory, and
+ * removes tmp when the rename fails. A caller that gives up between the two removes tmp. */
+clcnn_status clcnn_st_write_tmp(const char *path, const clcnn_st_entry *entries, int n,
+                                const char *const *meta, int n_meta, char **tmp,
+                                clcnn_error *e);
+clcnn_status clcnn_st_commit(const char *tmp, const char *path, clcnn_error *e);
+
 #endif

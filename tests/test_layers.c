@@ -115,6 +115,14 @@ static void test_conv(const conv_case *t) {
         if (r2 > rows) rows = r2;
         ws.wflip = dev(NULL, nw), ws.wflip_cap = nw;
     }
+    /* The direct convolution (stride 1 on the cpu backend) for the unchunked cases, forward
+     * and input gradient; the chunked ones keep testing im2col + GEMM. */
+    size_t xp = t->chunked ? 0 : clcnn_conv2d_direct_scratch(ctx, &s, t->N);
+    if (xp && ws.wflip) {
+        size_t xg = clcnn_conv2d_direct_scratch(ctx, &g, t->N);
+        if (xg > xp) xp = xg;
+    }
+    if (xp) ws.xpad = dev(NULL, xp), ws.xpad_cap = xp;
     ws.col = dev(NULL, col), ws.col_cap = col;
     ws.rows = dev(NULL, rows), ws.rows_cap = rows;
     /* The kept-im2col path: the batch's matrix in its own buffer, reused by the backward. */

@@ -111,6 +111,16 @@ static void die(const char *fmt, ...) {
 }
 
 static const char *need_value(int argc, char **argv, int i) {
+    /* An unknown word is named as such, even as the last argument, never as "needs a value". */
+    static const char *const takes_value[] = {
+        "--platform",   "--device",    "--data",      "--dataset",  "--model",    "--epochs",
+        "--batch-size", "--log-every", "--max-steps", "--lr",       "--momentum", "--weight-decay",
+        "--eps",        "--betas",     "--optimizer", "--seed",     "--logdir",   "--save-dir",
+        "--metrics",    "--init",      "--resume",    "--normalize"};
+    int known = 0;
+    for (size_t k = 0; k < sizeof takes_value / sizeof takes_value[0] && !known; k++)
+        known = !strcmp(argv[i], takes_value[k]);
+    if (!known) die("unknown option '%s' (see --help)", argv[i]);
     if (i + 1 >= argc || argv[i + 1] == NULL) die("%s needs a value (see --help)", argv[i]);
     return argv[i + 1];
 }
@@ -455,8 +465,8 @@ static int train(run_state *r, clcnn_checkpoint_info info) {
         for (int64_t b = b0; b < nb; b++) {
             int first = (int)(b * bs), cnt = n - first < bs ? n - first : bs;
             if (clcnn_model_train_dataset(r->model, r->train, first, cnt)) {
-                fprintf(stderr, "\nclcnn_train: step %" PRId64 " failed: %s\n", info.step + 1,
-                        clcnn_model_errmsg(r->model));
+                fprintf(stderr, "%sclcnn_train: step %" PRId64 " failed: %s\n", r->tty ? "\n" : "",
+                        info.step + 1, clcnn_model_errmsg(r->model));
                 return -1;
             }
             info.step++;
@@ -464,7 +474,8 @@ static int train(run_state *r, clcnn_checkpoint_info info) {
             if (log || r->tty) {
                 float loss = 0;
                 if (clcnn_model_last_loss(r->model, &loss, NULL)) {
-                    fprintf(stderr, "\nclcnn_train: %s\n", clcnn_model_errmsg(r->model));
+                    fprintf(stderr, "%sclcnn_train: %s\n", r->tty ? "\n" : "",
+                            clcnn_model_errmsg(r->model));
                     return -1;
                 }
                 if (!isfinite(loss)) {

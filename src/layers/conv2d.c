@@ -24,6 +24,66 @@ void clcnn_conv2d_scratch(const clcnn_conv2d_shape *s, int chunk, size_t *col, s
     *rows = (size_t)chunk * ohw * (size_t)s->OC;
 }
 
+size_t clcnn_conv2d_direct_scratch(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N) {
+    if (ctx->gemm_backend != CLCNN_GEMM_CPU || s->stride != 1) return 0;
+    size_t hp = (size_t)s->H + 2 * (size_t)s->pad, wp = (size_t)s->W + 2 * (size_t)s->pad;
+    /* Slack: the last tile's second row and its lanes past the edge read beyond the data. */
+    return (size_t)N * (size_t)s->C * hp * wp + wp + 32;
+}
+
+/* The direct stride-1 convolution: pad the input once, then one launch for the batch. */
+static clcnn_status conv_direct(clcnn_context *ctx, clcnn_workspace *ws,
+                                const clcnn_conv2d_shape *s, cl_mem y, int yoff, cl_mem x, int xoff,
+                                cl_mem params, int woff, int boff, int N) {
+    int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad, nc = N * s->C;
+    clcnn_kern *pad = clcnn_kernel_must(ctx, "pad_input");
+    clcnn_kern *k = clcnn_kernel_must(ctx, "conv_direct_s1");
+    clcnn_status st;
+    clcnn_args a = {pad->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, ws->xpad);
+    CLCNN_ARG(&a, x);
+    CLCNN_ARG(&a, xoff);
+    CLCNN_ARG(&a, nc);
+    CLCNN_ARG(&a, s->H);
+    CLCNN_ARG(&a, s->W);
+    CLCNN_ARG(&a, s->pad);
+    CLCNN_ARG(&a, hp);
+    CLCNN_ARG(&a, wp);
+    if ((st = clcnn_launch1d(ctx, pad, &a, (size_t)nc * hp))) return st;
+    if (!y) return CLCNN_SUCCESS; /* padding only (the weight gradient's input) */
+    clcnn_args b = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&b, y);
+    CLCNN_ARG(&b, yoff);
+    CLCNN_ARG(&b, ws->xpad);
+    CLCNN_ARG(&b, params);
+    CLCNN_ARG(&b, woff);
+    CLCNN_ARG(&b, boff);
+    CLCNN_ARG(&b, s->bias);
+    CLCNN_ARG(&b, s->C);
+    CLCNN_ARG(&b, hp);
+    CLCNN_ARG(&b, wp);
+    CLCNN_ARG(&b, s->OC);
+    CLCNN_ARG(&b, s->K);
+    CLCNN_ARG(&b, s->OH);
+    CLCNN_ARG(&b, s->OW);
+    if (b.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, b.rc, k->name);
+    size_t global[3] = {(size_t)((s->OW + 15) / 16) * (size_t)((s->OH + 1) / 2),
+                        (size_t)(s->OC + 7) / 8, (size_t)N};
+    size_t local[3] = {1, 1, 1};
+    cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 3, NULL, global, local, 0, NULL,
+                                       clcnn_prof_slot(ctx, k->name));
+    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
+    return CLCNN_SUCCESS;
+}
+
+/* Whether this layer's forward takes the direct path (the backward must know it: the direct
+ * forward leaves no im2col matrix behind). */
+static int use_direct(const clcnn_context *ctx, const clcnn_workspace *ws,
+                      const clcnn_conv2d_shape *s, int N) {
+    size_t need = clcnn_conv2d_direct_scratch(ctx, s, N);
+    return need && ws->xpad && ws->xpad_cap >= need;
+}
+
 static clcnn_status im2col(clcnn_context *ctx, const clcnn_conv2d_shape *s, cl_mem col, cl_mem x,
                            int xoff, int n0, int nimg) {
     clcnn_kern *k = clcnn_kernel_must(ctx, "im2col");
@@ -51,6 +111,8 @@ clcnn_status clcnn_conv2d_forward(clcnn_context *ctx, clcnn_workspace *ws,
     int chunk = keep_col ? N : clcnn_conv2d_chunk(s, ws), ohw = s->OH * s->OW;
     int ckk = s->C * s->K * s->K;
     cl_mem col = keep_col ? keep_col : ws->col;
+    if (use_direct(ctx, ws, s, N))
+        return conv_direct(ctx, ws, s, y, yoff, x, xoff, params, woff, boff, N);
     CLCNN_ASSERT(chunk > 0); /* callers size the workspace for at least one image */
     clcnn_kern *scatter = clcnn_kernel_must(ctx, "rows_to_nchw_bias");
     clcnn_status st;
@@ -88,7 +150,8 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
     /* With stride 1 the input gradient is itself a convolution (of gy with the flipped
      * weights), which streams memory far better than col2im's scattered gather. */
     int via_conv = gx && ws->wflip && clcnn_conv2d_grad_input_shape(s, &g) &&
-                   ws->wflip_cap >= (size_t)s->OC * ckk && clcnn_conv2d_chunk(&g, ws) > 0;
+                   ws->wflip_cap >= (size_t)s->OC * ckk &&
+                   (clcnn_conv2d_chunk(&g, ws) > 0 || use_direct(ctx, ws, &g, N));
     CLCNN_ASSERT(chunk > 0);
     clcnn_kern *gather = clcnn_kernel_must(ctx, "nchw_to_rows"),
                *c2i = clcnn_kernel_must(ctx, "col2im");
@@ -107,7 +170,37 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
         CLCNN_ARG(&a, acc);
         if ((st = clcnn_launch1d(ctx, kb, &a, (size_t)s->OC))) return st;
     }
-    for (int n0 = 0; n0 < N; n0 += chunk) {
+    if (use_direct(ctx, ws, s, N)) {
+        /* Direct weight gradient from the padded input and gy as they are. */
+        int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad;
+        clcnn_kern *k = clcnn_kernel_must(ctx, "conv_wgrad_s1");
+        st = conv_direct(ctx, ws, s, NULL, 0, x, xoff, params, woff, boff, N);
+        if (st) return st;
+        clcnn_args a = {k->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&a, grads);
+        CLCNN_ARG(&a, woff);
+        CLCNN_ARG(&a, gy);
+        CLCNN_ARG(&a, gyoff);
+        CLCNN_ARG(&a, ws->xpad);
+        CLCNN_ARG(&a, N);
+        CLCNN_ARG(&a, s->C);
+        CLCNN_ARG(&a, hp);
+        CLCNN_ARG(&a, wp);
+        CLCNN_ARG(&a, s->OC);
+        CLCNN_ARG(&a, s->K);
+        CLCNN_ARG(&a, s->OH);
+        CLCNN_ARG(&a, s->OW);
+        if (a.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a.rc, k->name);
+        size_t global[2] = {(size_t)(ckk + 3) / 4, (size_t)(s->OC + 3) / 4}, local[2] = {1, 1};
+        cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 2, NULL, global, local, 0, NULL,
+                                           clcnn_prof_slot(ctx, k->name));
+        if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
+    }
+    /* im2col + GEMM: the weight gradient when the direct path is off, and the input gradient
+     * through col2im when it cannot be a convolution (the weight gradient is then computed
+     * a second time, which only happens for unusual shapes). */
+    int direct = use_direct(ctx, ws, s, N);
+    for (int n0 = 0; n0 < N && !(direct && (!gx || via_conv)); n0 += chunk) {
         int nimg = N - n0 < chunk ? N - n0 : chunk;
         clcnn_args a = {gather->k, 0, CL_SUCCESS};
         CLCNN_ARG(&a, ws->rows);
@@ -118,7 +211,7 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
         CLCNN_ARG(&a, s->OC);
         CLCNN_ARG(&a, ohw);
         if ((st = clcnn_launch1d(ctx, gather, &a, (size_t)nimg * s->OC * ohw))) return st;
-        if (!keep_col && (st = im2col(ctx, s, col, x, xoff, n0, nimg))) return st;
+        if ((!keep_col || direct) && (st = im2col(ctx, s, col, x, xoff, n0, nimg))) return st;
         /* gw[OC, CKK] (+)= rows^T . col; the first chunk overwrites */
         st = clcnn_gemm(ctx, 1, 0, s->OC, ckk, nimg * ohw, 1.0f, ws->rows, 0, s->OC, col, 0, ckk,
                         n0 == 0 ? 0.0f : 1.0f, grads, (size_t)woff, ckk);

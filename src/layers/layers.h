@@ -16,6 +16,8 @@ typedef struct clcnn_workspace {
     size_t rows_cap;  /* floats */
     cl_mem wflip;     /* flipped weights for the input gradient; NULL: use col2im */
     size_t wflip_cap; /* floats */
+    cl_mem xpad;      /* zero-padded input for the direct convolution; NULL: im2col + GEMM */
+    size_t xpad_cap;  /* floats */
 } clcnn_workspace;
 
 typedef struct clcnn_conv2d_shape {
@@ -28,6 +30,10 @@ int clcnn_conv2d_chunk(const clcnn_conv2d_shape *s, const clcnn_workspace *ws);
  * stride 1 and pad <= K-1: channels swapped, weights flipped, padding K-1-pad. Returns 0 when
  * there is none (then the backward uses col2im). */
 int clcnn_conv2d_grad_input_shape(const clcnn_conv2d_shape *s, clcnn_conv2d_shape *g);
+/* Floats of padded-input scratch the direct convolution needs for N images, or 0 when the
+ * layer does not take that path on this context (it is for stride 1 on CPU devices). */
+size_t clcnn_conv2d_direct_scratch(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N);
+
 /* Floats of col and rows scratch that `chunk` images of this layer need. */
 void clcnn_conv2d_scratch(const clcnn_conv2d_shape *s, int chunk, size_t *col, size_t *rows);
 
