@@ -132,7 +132,7 @@ __kernel void pad_input(__global float *xp, __global const float *x, int xoff, i
  * global = (ceil(OW/16) * ceil(OH/2), ceil(OC/8), N). */
 #define ACC_ROW(r)                                                                                 \
     {                                                                                              \
-        float16 wv = (float16)(w[o##r + tap]);                                                     \
+        float16 wv = (float16)(w##r[tap]);                                                         \
         a##r = fma(wv, v0, a##r);                                                                  \
         b##r = fma(wv, v1, b##r);                                                                  \
     }
@@ -163,10 +163,15 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
     int ow0 = (t % tiles_w) * 16, oh0 = (t / tiles_w) * 2;
     if (oh0 >= OH || oc0 >= OC) return;
     int ckk = C * K * K, last = OC - 1;
-    int o0 = woff + min(oc0 + 0, last) * ckk, o1 = woff + min(oc0 + 1, last) * ckk;
-    int o2 = woff + min(oc0 + 2, last) * ckk, o3 = woff + min(oc0 + 3, last) * ckk;
-    int o4 = woff + min(oc0 + 4, last) * ckk, o5 = woff + min(oc0 + 5, last) * ckk;
-    int o6 = woff + min(oc0 + 6, last) * ckk, o7 = woff + min(oc0 + 7, last) * ckk;
+    /* One base pointer per channel: the taps are then plain indexed broadcast loads. */
+    __global const float *w0 = w + woff + min(oc0 + 0, last) * ckk;
+    __global const float *w1 = w + woff + min(oc0 + 1, last) * ckk;
+    __global const float *w2 = w + woff + min(oc0 + 2, last) * ckk;
+    __global const float *w3 = w + woff + min(oc0 + 3, last) * ckk;
+    __global const float *w4 = w + woff + min(oc0 + 4, last) * ckk;
+    __global const float *w5 = w + woff + min(oc0 + 5, last) * ckk;
+    __global const float *w6 = w + woff + min(oc0 + 6, last) * ckk;
+    __global const float *w7 = w + woff + min(oc0 + 7, last) * ckk;
     float16 a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
     float16 b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0, b6 = 0, b7 = 0;
     for (int c = 0; c < C; c++) {
@@ -184,6 +189,56 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
     int nw = min(16, OW - ow0), full = nw == 16, two = oh0 + 1 < OH;
     STORE_ROW(0) STORE_ROW(1) STORE_ROW(2) STORE_ROW(3)
     STORE_ROW(4) STORE_ROW(5) STORE_ROW(6) STORE_ROW(7)
+}
+
+/* The same for 8-wide outputs (8x8 maps and the like), where a float16 would be half empty: a
+ * float16 holds two output rows, so a work-item owns 8 channels x 4 rows x 8 columns.
+ * global = (ceil(OH/4), ceil(OC/8), N). */
+#define STORE_ROW8(r)                                                                              \
+    if (oc0 + r < OC) {                                                                            \
+        float bias = has_bias ? w[boff + oc0 + r] : 0.0f;                                          \
+        __global float *yp = y + yoff + ((n * OC + oc0 + r) * OH + oh0) * 8;                       \
+        float16 s0 = a##r + bias, s1 = b##r + bias;                                                \
+        vstore8(s0.lo, 0, yp);                                                                     \
+        if (rows > 1) vstore8(s0.hi, 0, yp + 8);                                                   \
+        if (rows > 2) vstore8(s1.lo, 0, yp + 16);                                                  \
+        if (rows > 3) vstore8(s1.hi, 0, yp + 24);                                                  \
+    }
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1_w8(
+    __global float *y, int yoff, __global const float *xp, __global const float *w, int woff,
+    int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH) {
+    int oh0 = get_global_id(0) * 4, oc0 = get_global_id(1) * 8, n = get_global_id(2);
+    if (oh0 >= OH || oc0 >= OC) return;
+    int ckk = C * K * K, last = OC - 1;
+    /* One base pointer per channel: the taps are then plain indexed broadcast loads. */
+    __global const float *w0 = w + woff + min(oc0 + 0, last) * ckk;
+    __global const float *w1 = w + woff + min(oc0 + 1, last) * ckk;
+    __global const float *w2 = w + woff + min(oc0 + 2, last) * ckk;
+    __global const float *w3 = w + woff + min(oc0 + 3, last) * ckk;
+    __global const float *w4 = w + woff + min(oc0 + 4, last) * ckk;
+    __global const float *w5 = w + woff + min(oc0 + 5, last) * ckk;
+    __global const float *w6 = w + woff + min(oc0 + 6, last) * ckk;
+    __global const float *w7 = w + woff + min(oc0 + 7, last) * ckk;
+    float16 a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    float16 b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0, b6 = 0, b7 = 0;
+    for (int c = 0; c < C; c++) {
+        __global const float *plane = xp + ((n * C + c) * Hp + oh0) * Wp;
+        for (int kh = 0; kh < K; kh++) {
+            __global const float *r0 = plane + kh * Wp;
+            int tap = (c * K + kh) * K;
+            for (int kw = 0; kw < K; kw++, tap++) {
+                __global const float *q = r0 + kw;
+                float16 v0 = (float16)(vload8(0, q), vload8(0, q + Wp));
+                float16 v1 = (float16)(vload8(0, q + 2 * Wp), vload8(0, q + 3 * Wp));
+                ACC_ROW(0) ACC_ROW(1) ACC_ROW(2) ACC_ROW(3)
+                ACC_ROW(4) ACC_ROW(5) ACC_ROW(6) ACC_ROW(7)
+            }
+        }
+    }
+    int rows = min(4, OH - oh0);
+    STORE_ROW8(0) STORE_ROW8(1) STORE_ROW8(2) STORE_ROW8(3)
+    STORE_ROW8(4) STORE_ROW8(5) STORE_ROW8(6) STORE_ROW8(7)
 }
 
 /* Direct stride-1 weight gradient shaped for CPU devices: gw[oc, tap] = sum over n, oh, ow of
@@ -208,36 +263,60 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_s1(
     __global const float *xp, int N, int C, int Hp, int Wp, int OC, int K, int OH, int OW) {
     int CKK = C * K * K, q0 = get_global_id(0) * 4, oc0 = get_global_id(1) * 4;
     if (q0 >= CKK || oc0 >= OC) return;
-    int xo[4], go[4];
-    for (int t = 0; t < 4; t++) {
-        int q = min(q0 + t, CKK - 1);
-        int kw = q % K, kh = (q / K) % K, c = q / (K * K);
-        xo[t] = (c * Hp + kh) * Wp + kw;
-        go[t] = min(oc0 + t, OC - 1) * OH * OW;
-    }
+    /* Per tap, the offset of its input window; per channel, of its gy plane (clamped at the
+     * edges: those lanes are computed and not stored). Scalars, so they stay in registers. */
+    int q, kw, kh, c;
+#define TAP_OFF(t)                                                                                 \
+    q = min(q0 + t, CKK - 1), kw = q % K, kh = (q / K) % K, c = q / (K * K);                       \
+    int xo##t = (c * Hp + kh) * Wp + kw;
+    TAP_OFF(0) TAP_OFF(1) TAP_OFF(2) TAP_OFF(3)
+#undef TAP_OFF
+    int go0 = min(oc0 + 0, OC - 1) * OH * OW, go1 = min(oc0 + 1, OC - 1) * OH * OW;
+    int go2 = min(oc0 + 2, OC - 1) * OH * OW, go3 = min(oc0 + 3, OC - 1) * OH * OW;
     float16 acc00 = 0, acc01 = 0, acc02 = 0, acc03 = 0, acc10 = 0, acc11 = 0, acc12 = 0;
     float16 acc13 = 0, acc20 = 0, acc21 = 0, acc22 = 0, acc23 = 0, acc30 = 0, acc31 = 0;
     float16 acc32 = 0, acc33 = 0;
     for (int n = 0; n < N; n++) {
         __global const float *gyn = gy + gyoff + n * OC * OH * OW;
         __global const float *xn = xp + n * C * Hp * Wp;
-        for (int oh = 0; oh < OH; oh++) {
+        __global const float *gp0 = gyn + go0, *gp1 = gyn + go1, *gp2 = gyn + go2;
+        __global const float *gp3 = gyn + go3;
+        __global const float *xp0 = xn + xo0, *xp1 = xn + xo1, *xp2 = xn + xo2, *xp3 = xn + xo3;
+        int oh = 0;
+        if (OW == 8) { /* 8-wide maps: two rows per float16, gy rows are contiguous */
+            for (; oh + 2 <= OH; oh += 2) {
+                int p = oh * OW, xr = oh * Wp;
+                float16 g0 = vload16(0, gp0 + p), g1 = vload16(0, gp1 + p);
+                float16 g2 = vload16(0, gp2 + p), g3 = vload16(0, gp3 + p);
+                float16 x0 = (float16)(vload8(0, xp0 + xr), vload8(0, xp0 + xr + Wp));
+                float16 x1 = (float16)(vload8(0, xp1 + xr), vload8(0, xp1 + xr + Wp));
+                float16 x2 = (float16)(vload8(0, xp2 + xr), vload8(0, xp2 + xr + Wp));
+                float16 x3 = (float16)(vload8(0, xp3 + xr), vload8(0, xp3 + xr + Wp));
+                GW_ACC(0, 0) GW_ACC(0, 1) GW_ACC(0, 2) GW_ACC(0, 3)
+                GW_ACC(1, 0) GW_ACC(1, 1) GW_ACC(1, 2) GW_ACC(1, 3)
+                GW_ACC(2, 0) GW_ACC(2, 1) GW_ACC(2, 2) GW_ACC(2, 3)
+                GW_ACC(3, 0) GW_ACC(3, 1) GW_ACC(3, 2) GW_ACC(3, 3)
+            }
+        }
+        for (; oh < OH; oh++) {
             for (int ow0 = 0; ow0 < OW; ow0 += 16) {
                 int p = oh * OW + ow0, xr = oh * Wp + ow0;
                 float16 g0, g1, g2, g3;
                 if (ow0 + 16 <= OW) {
-                    g0 = vload16(0, gyn + go[0] + p), g1 = vload16(0, gyn + go[1] + p);
-                    g2 = vload16(0, gyn + go[2] + p), g3 = vload16(0, gyn + go[3] + p);
+                    g0 = vload16(0, gp0 + p), g1 = vload16(0, gp1 + p);
+                    g2 = vload16(0, gp2 + p), g3 = vload16(0, gp3 + p);
                 } else { /* a partial row: read only its lanes (gy has no slack), zero the rest */
-                    float t[4][16];
-                    for (int r = 0; r < 4; r++)
-                        for (int l = 0; l < 16; l++)
-                            t[r][l] = ow0 + l < OW ? gyn[go[r] + p + l] : 0.0f;
-                    g0 = vload16(0, t[0]), g1 = vload16(0, t[1]);
-                    g2 = vload16(0, t[2]), g3 = vload16(0, t[3]);
+                    float t0[16], t1[16], t2[16], t3[16];
+                    for (int l = 0; l < 16; l++) {
+                        int in = ow0 + l < OW;
+                        t0[l] = in ? gp0[p + l] : 0.0f, t1[l] = in ? gp1[p + l] : 0.0f;
+                        t2[l] = in ? gp2[p + l] : 0.0f, t3[l] = in ? gp3[p + l] : 0.0f;
+                    }
+                    g0 = vload16(0, t0), g1 = vload16(0, t1);
+                    g2 = vload16(0, t2), g3 = vload16(0, t3);
                 }
-                float16 x0 = vload16(0, xn + xo[0] + xr), x1 = vload16(0, xn + xo[1] + xr);
-                float16 x2 = vload16(0, xn + xo[2] + xr), x3 = vload16(0, xn + xo[3] + xr);
+                float16 x0 = vload16(0, xp0 + xr), x1 = vload16(0, xp1 + xr);
+                float16 x2 = vload16(0, xp2 + xr), x3 = vload16(0, xp3 + xr);
                 GW_ACC(0, 0) GW_ACC(0, 1) GW_ACC(0, 2) GW_ACC(0, 3)
                 GW_ACC(1, 0) GW_ACC(1, 1) GW_ACC(1, 2) GW_ACC(1, 3)
                 GW_ACC(2, 0) GW_ACC(2, 1) GW_ACC(2, 2) GW_ACC(2, 3)

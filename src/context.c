@@ -108,8 +108,23 @@ clcnn_status clcnn_launch_nd(clcnn_context *ctx, const clcnn_kern *k, const clcn
     return CLCNN_SUCCESS;
 }
 
+void clcnn_prof_section(clcnn_context *ctx, const char *label, double flops) {
+    if (!ctx->profiling) return;
+    ctx->prof_label = label;
+    if (!label || flops <= 0) return;
+    int k = 0;
+    while (k < ctx->prof_nflop && strcmp(ctx->prof_flop_names[k], label) != 0)
+        k++;
+    if (k == ctx->prof_nflop) {
+        if (k == 64) return;
+        ctx->prof_flop_names[k] = label, ctx->prof_flops[k] = 0, ctx->prof_nflop++;
+    }
+    ctx->prof_flops[k] += flops;
+}
+
 cl_event *clcnn_prof_slot(clcnn_context *ctx, const char *name) {
     if (!ctx->profiling) return NULL;
+    if (ctx->prof_label) name = ctx->prof_label;
     if (ctx->prof_n == ctx->prof_cap) {
         int cap = ctx->prof_cap ? ctx->prof_cap * 2 : 256;
         cl_event *ev = realloc(ctx->prof_events, (size_t)cap * sizeof *ev);
@@ -127,6 +142,7 @@ static void prof_clear(clcnn_context *ctx) {
     for (int i = 0; i < ctx->prof_n; i++)
         if (ctx->prof_events[i]) clReleaseEvent(ctx->prof_events[i]);
     ctx->prof_n = 0;
+    ctx->prof_nflop = 0;
 }
 
 size_t clcnn_context_profile_report(clcnn_context *ctx, char *buf, size_t size) {
@@ -156,13 +172,19 @@ size_t clcnn_context_profile_report(clcnn_context *ctx, char *buf, size_t size) 
         calls[k]++;
         total += (double)(t1 - t0) * 1e-6;
     }
-    prof_clear(ctx);
     for (int k = 0; k < nk; k++) {
+        double flops = 0;
+        char rate[32] = "";
+        for (int f = 0; f < ctx->prof_nflop; f++)
+            if (!strcmp(ctx->prof_flop_names[f], names[k])) flops = ctx->prof_flops[f];
+        if (flops > 0 && ms[k] > 0)
+            snprintf(rate, sizeof rate, "%8.1f GFLOP/s", flops / ms[k] * 1e-6);
         int n = snprintf(used < size ? buf + used : NULL, used < size ? size - used : 0,
-                         "%-22s %7d calls %10.3f ms %5.1f%%\n", names[k], calls[k], ms[k],
-                         total > 0 ? 100.0 * ms[k] / total : 0.0);
+                         "%-26s %6d launches %10.3f ms %5.1f%% %s\n", names[k], calls[k], ms[k],
+                         total > 0 ? 100.0 * ms[k] / total : 0.0, rate);
         if (n > 0) used += (size_t)n;
     }
+    prof_clear(ctx);
     return used;
 }
 

@@ -32,10 +32,15 @@ struct clcnn_context {
     clcnn_kern *gemm_kerns[4]; /* portable GEMM variants NN, NT, TN, TT */
     clcnn_kern *gemm_cpu[2];   /* CPU-shaped NN, TN */
     clcnn_kern *transpose;
-    /* Profiling (enable_profiling): one event per launch, labelled by the kernel's name. */
+    /* Profiling (enable_profiling): one event per launch, labelled by the current section
+     * (clcnn_prof_section: a layer's forward or backward) or else the kernel's name. */
     cl_event *prof_events;
     const char **prof_names;
     int prof_n, prof_cap;
+    const char *prof_label;
+    const char *prof_flop_names[64]; /* floating-point work recorded per section */
+    double prof_flops[64];
+    int prof_nflop;
     cl_mem gemm_scratch; /* transposed B for the CPU kernels */
     size_t gemm_scratch_cap;
     cl_mem gemm_partial; /* split-K partial products */
@@ -66,6 +71,10 @@ clcnn_status clcnn_launch1d(clcnn_context *ctx, const clcnn_kern *k, const clcnn
  * size; used for kernels whose work-items are heavy enough that the group shape is moot. */
 clcnn_status clcnn_launch_nd(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,
                              cl_uint dims, const size_t *global);
+
+/* Starts a profiling section (label must outlive the report; NULL ends it) that performs
+ * `flops` floating-point operations. A no-op when profiling is off. */
+void clcnn_prof_section(clcnn_context *ctx, const char *label, double flops);
 
 /* Where a launch stores its event: a fresh slot when profiling, else NULL. */
 cl_event *clcnn_prof_slot(clcnn_context *ctx, const char *name);

@@ -121,6 +121,14 @@ static clcnn_status plan(clcnn_model *m) {
         case CLCNN_LAYER_RELU: break;
         }
         L->out_c = c, L->out_h = h, L->out_w = w;
+        snprintf(L->label[0], sizeof L->label[0], "%d %s forward", i,
+                 clcnn_layer_kind_name(d->kind));
+        snprintf(L->label[1], sizeof L->label[1], "%d %s backward", i,
+                 clcnn_layer_kind_name(d->kind));
+        if (d->kind == CLCNN_LAYER_CONV2D)
+            L->flops = 2.0 * d->out * h * w * L->in_c * d->kernel * d->kernel;
+        else if (d->kind == CLCNN_LAYER_LINEAR)
+            L->flops = 2.0 * d->out * L->in_c;
         if ((double)c * h * w > (double)(1 << 28))
             return clcnn_fail(&m->err, CLCNN_ERR_SHAPE, "%s output of %d x %d x %d is too large",
                               where, c, h, w);
@@ -353,6 +361,7 @@ clcnn_status clcnn_model_forward(clcnn_model *m, int n) {
         int woff = L->wparam >= 0 ? (int)m->params[L->wparam].off : 0;
         int boff = L->bparam >= 0 ? (int)m->params[L->bparam].off : -1;
         cl_mem x = m->act[i], y = m->act[i + 1];
+        clcnn_prof_section(ctx, L->label[0], L->flops * n);
         switch (d->kind) {
         case CLCNN_LAYER_CONV2D:
             st = clcnn_conv2d_forward(ctx, &m->ws, &L->conv, y, 0, x, 0, m->p, woff,
@@ -371,6 +380,7 @@ clcnn_status clcnn_model_forward(clcnn_model *m, int n) {
         case CLCNN_LAYER_FLATTEN: break;
         }
     }
+    clcnn_prof_section(ctx, NULL, 0);
     return ctx_status(m, st);
 }
 
@@ -389,6 +399,8 @@ static clcnn_status backward(clcnn_model *m, int n) {
             need_gx |= m->layers[j].wparam >= 0;
         if (!need_gx && L->wparam < 0) break;
         if (!need_gx) gx = NULL;
+        /* Weight gradient, plus the input gradient when it is needed: 1 or 2 forwards' work. */
+        clcnn_prof_section(ctx, L->label[1], L->flops * n * (gx ? 2 : 1));
         switch (d->kind) {
         case CLCNN_LAYER_CONV2D:
             st =
@@ -411,15 +423,18 @@ static clcnn_status backward(clcnn_model *m, int n) {
         case CLCNN_LAYER_FLATTEN: break;
         }
     }
+    clcnn_prof_section(ctx, NULL, 0);
     return ctx_status(m, st);
 }
 
 clcnn_status clcnn_model_loss(clcnn_model *m, int n, int want_grad, int sum, int accumulate) {
+    clcnn_prof_section(m->ctx, "cross-entropy", 0);
     clcnn_status st = clcnn_cross_entropy(m->ctx, m->loss_vec, m->correct_vec,
                                           want_grad ? m->gact[m->n_layers] : NULL,
                                           m->act[m->n_layers], 0, m->labels, n, m->out_size, m->acc,
                                           m->acc_correct, sum ? 1.0f : (float)n, accumulate);
     m->last_n = n;
+    clcnn_prof_section(m->ctx, NULL, 0);
     return ctx_status(m, st);
 }
 
@@ -428,6 +443,7 @@ clcnn_status clcnn_model_optimizer_step(clcnn_model *m) {
     clcnn_context *ctx = m->ctx;
     int n = (int)m->total;
     m->step++;
+    /* Labelled by the kernel (sgd_step / adam_step): no section is open here. */
     if (o->kind == CLCNN_OPTIMIZER_SGD) {
         clcnn_kern *k = clcnn_kernel_must(ctx, "sgd_step");
         float lr = (float)o->lr, mom = (float)o->momentum, omd = (float)(1.0 - o->dampening);

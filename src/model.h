@@ -20,6 +20,8 @@ typedef struct clcnn_layer {
     int out_c, out_h, out_w; /* per-sample output */
     int wparam, bparam;      /* indices into params, -1 when absent */
     clcnn_conv2d_shape conv;
+    char label[2][40]; /* profiling section names: forward, backward */
+    double flops;      /* forward multiply-adds x 2 per sample (conv and linear) */
 } clcnn_layer;
 
 struct clcnn_model {

@@ -287,12 +287,15 @@ int main(void) {
         {3, 2, 5, 7, 3, 3, 2, 0, 1, 1},    /* chunked, stride 2 */
         {2, 3, 11, 13, 32, 5, 1, 2, 1, 0}, /* OC 32: full 8x32 tiles of the CPU GEMM */
         {5, 3, 37, 40, 8, 3, 1, 1, 1, 0},  /* 7400 pixels: split-K weight gradient */
+        {3, 5, 8, 8, 6, 3, 1, 1, 1, 0},    /* 8-wide maps: two rows per vector */
+        {2, 4, 9, 8, 5, 3, 1, 1, 1, 0},    /* 8 wide, odd height */
     };
     for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++)
         test_conv(&convs[i]);
     test_pool(2, 3, 7, 9, 3, 2, 0, 1); /* overlapping windows with ties */
     test_pool(2, 3, 7, 9, 3, 2, 0, 0);
     test_pool(1, 2, 8, 8, 2, 2, 0, 0);
+    test_pool(2, 3, 9, 7, 2, 2, 0, 1); /* the 2x2 fast path: odd sizes, ties */
     test_pool(3, 2, 5, 7, 3, 2, 1, 1);  /* padding 1 with ties */
     test_pool(2, 1, 6, 5, 2, 1, 0, 1);  /* stride 1 */
     test_pool(1, 1, 1, 1, 1, 1, 0, 0);  /* degenerate 1x1 */

@@ -27,8 +27,8 @@ void clcnn_conv2d_scratch(const clcnn_conv2d_shape *s, int chunk, size_t *col, s
 size_t clcnn_conv2d_direct_scratch(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N) {
     if (ctx->gemm_backend != CLCNN_GEMM_CPU || s->stride != 1) return 0;
     size_t hp = (size_t)s->H + 2 * (size_t)s->pad, wp = (size_t)s->W + 2 * (size_t)s->pad;
-    /* Slack: the last tile's second row and its lanes past the edge read beyond the data. */
-    return (size_t)N * (size_t)s->C * hp * wp + wp + 32;
+    /* Slack: the last tile's extra rows (up to 3) and lanes past the edge read beyond the data. */
+    return (size_t)N * (size_t)s->C * hp * wp + 3 * wp + 32;
 }
 
 /* The direct stride-1 convolution: pad the input once, then one launch for the batch. */
@@ -51,6 +51,7 @@ static clcnn_status conv_direct(clcnn_context *ctx, clcnn_workspace *ws,
     CLCNN_ARG(&a, wp);
     if ((st = clcnn_launch1d(ctx, pad, &a, (size_t)nc * hp))) return st;
     if (!y) return CLCNN_SUCCESS; /* padding only (the weight gradient's input) */
+    if (s->OW == 8) k = clcnn_kernel_must(ctx, "conv_direct_s1_w8");
     clcnn_args b = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&b, y);
     CLCNN_ARG(&b, yoff);
@@ -65,9 +66,10 @@ static clcnn_status conv_direct(clcnn_context *ctx, clcnn_workspace *ws,
     CLCNN_ARG(&b, s->OC);
     CLCNN_ARG(&b, s->K);
     CLCNN_ARG(&b, s->OH);
-    CLCNN_ARG(&b, s->OW);
+    if (s->OW != 8) CLCNN_ARG(&b, s->OW);
     if (b.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, b.rc, k->name);
-    size_t global[3] = {(size_t)((s->OW + 15) / 16) * (size_t)((s->OH + 1) / 2),
+    size_t global[3] = {s->OW == 8 ? (size_t)(s->OH + 3) / 4
+                                   : (size_t)((s->OW + 15) / 16) * (size_t)((s->OH + 1) / 2),
                         (size_t)(s->OC + 7) / 8, (size_t)N};
     size_t local[3] = {1, 1, 1};
     cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 3, NULL, global, local, 0, NULL,

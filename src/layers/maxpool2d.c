@@ -4,6 +4,21 @@
 clcnn_status clcnn_maxpool2d_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem argmax,
                                      cl_mem x, int xoff, int NC, int H, int W, int K, int stride,
                                      int pad, int OH, int OW) {
+    if (K == 2 && stride == 2 && pad == 0) {
+        clcnn_kern *k2 = clcnn_kernel_must(ctx, "maxpool2_forward");
+        clcnn_args a = {k2->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&a, y);
+        CLCNN_ARG(&a, yoff);
+        CLCNN_ARG(&a, argmax);
+        CLCNN_ARG(&a, x);
+        CLCNN_ARG(&a, xoff);
+        CLCNN_ARG(&a, NC);
+        CLCNN_ARG(&a, H);
+        CLCNN_ARG(&a, W);
+        CLCNN_ARG(&a, OH);
+        CLCNN_ARG(&a, OW);
+        return clcnn_launch1d(ctx, k2, &a, (size_t)NC * OH);
+    }
     clcnn_kern *k = clcnn_kernel_must(ctx, "maxpool_forward");
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, y);
