@@ -1,6 +1,8 @@
 /* Training-step benchmark: N steps of a model on synthetic data (no disk I/O), reporting
- * images/s and ms/step. Usage: bench_train [--model SPEC] [--batch N] [--steps N]
- * [--warmup N] [--input CxHxW] [--platform P] [--device D]. Not part of the test suite. */
+ * images/s and ms/step; with CLCNN_PROFILE=1 a per-layer breakdown from OpenCL profiling
+ * events (GFLOP/s of each conv and linear layer); with --peak the device's measured fp32 FMA
+ * peak. Usage: bench_train [--model SPEC] [--batch N] [--steps N] [--warmup N]
+ * [--input CxHxW] [--platform P] [--device D] [--peak]. Not part of the test suite. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,23 +19,32 @@ static double now(void) {
 int main(int argc, char **argv) {
     const char *spec = "seed";
     int batch = 64, steps = 20, warmup = 3, c = 3, h = 32, w = 32, platform = -1, device = -1;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--model"))
-            spec = argv[i + 1];
-        else if (!strcmp(argv[i], "--batch"))
-            batch = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--steps"))
-            steps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--warmup"))
-            warmup = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--platform"))
-            platform = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--device"))
-            device = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--input") && sscanf(argv[i + 1], "%dx%dx%d", &c, &h, &w) == 3)
-            ;
-        else {
-            fprintf(stderr, "bench_train: bad option %s\n", argv[i]);
+    int peak = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "--peak")) {
+            peak = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "bench_train: %s needs a value\n", o);
+            return 2;
+        }
+        i++;
+        if (!strcmp(o, "--model"))
+            spec = v;
+        else if (!strcmp(o, "--batch"))
+            batch = atoi(v);
+        else if (!strcmp(o, "--steps"))
+            steps = atoi(v);
+        else if (!strcmp(o, "--warmup"))
+            warmup = atoi(v);
+        else if (!strcmp(o, "--platform"))
+            platform = atoi(v);
+        else if (!strcmp(o, "--device"))
+            device = atoi(v);
+        else if (strcmp(o, "--input") || sscanf(v, "%dx%dx%d", &c, &h, &w) != 3) {
+            fprintf(stderr, "bench_train: bad option %s %s\n", o, v);
             return 2;
         }
     }
@@ -94,6 +105,13 @@ int main(int argc, char **argv) {
     printf("context %.3f s, first step %.3f s\n", t_ctx, t_first);
     printf("clcnn: %.1f images/s, %.2f ms/step (loss %.4f)\n", batch * steps / dt, 1e3 * dt / steps,
            loss);
+    if (peak) {
+        double pk = 0;
+        if (clcnn_context_measure_peak(ctx, &pk) == CLCNN_SUCCESS)
+            printf("peak: %.1f GFLOP/s fp32 FMA (measured)\n", pk);
+        else
+            fprintf(stderr, "bench_train: peak: %s\n", clcnn_context_errmsg(ctx));
+    }
     if (copts.enable_profiling) {
         char rep[8192];
         clcnn_context_profile_report(ctx, rep, sizeof rep);

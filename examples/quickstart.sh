@@ -9,19 +9,7 @@ cd "$(dirname "$0")/.."
 
 pkgs=(cmake gcc g++ make pkg-config pocl-opencl-icd ocl-icd-opencl-dev opencl-headers
       libclblast-dev zlib1g-dev libxxhash-dev dataset-fashion-mnist)
-missing=()
-for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "quickstart: missing packages: ${missing[*]} (run as root, or apt-get install them)" >&2
-        exit 1
-    fi
-    echo "== installing: ${missing[*]}"
-    apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+bash cmake/apt-install.sh "${pkgs[@]}"
 # PoCL refuses to start when HOME is not writable; give it a cache it can always write.
 export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$PWD/build-release/pocl-cache}
 mkdir -p "$POCL_CACHE_DIR"

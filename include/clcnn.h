@@ -166,6 +166,10 @@ clcnn_status clcnn_context_device(const clcnn_context *ctx, clcnn_device_info *i
 int clcnn_context_cache_hit(const clcnn_context *ctx);
 double clcnn_context_build_seconds(const clcnn_context *ctx);
 
+/* Measures the device's fp32 multiply-add throughput with a register-only kernel (about a
+ * quarter of a second), for reading benchmark figures as a fraction of peak. */
+clcnn_status clcnn_context_measure_peak(clcnn_context *ctx, double *gflops);
+
 /* With enable_profiling: waits for the queue, then writes one line per kernel name (calls,
  * total device milliseconds, share) for every launch since the previous report, and starts a
  * new collection. snprintf-style return value; 0 when profiling is off. */

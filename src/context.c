@@ -317,3 +317,39 @@ int clcnn_context_cache_hit(const clcnn_context *ctx) {
 double clcnn_context_build_seconds(const clcnn_context *ctx) {
     return ctx ? ctx->build_seconds : 0.0;
 }
+
+clcnn_status clcnn_context_measure_peak(clcnn_context *ctx, double *gflops) {
+    if (!ctx || !gflops) return CLCNN_ERR_INVALID_ARGUMENT;
+    clcnn_kern *k = clcnn_kernel_must(ctx, "peak_fma");
+    size_t items = (size_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) *
+                   (ctx->info.type == CLCNN_DEVICE_GPU ? 2048 : 8);
+    size_t local = ctx->info.type == CLCNN_DEVICE_GPU ? 0 : 1;
+    cl_int rc;
+    cl_mem out = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, items * sizeof(float), NULL, &rc);
+    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, "allocating the peak probe");
+    int iters = 1 << 12;
+    float a = 0.5f;
+    double t = 0;
+    /* Grow the work until a run takes long enough to time; the first run also warms up. */
+    for (int round = 0; round < 12 && t < 0.2; round++) {
+        if (clSetKernelArg(k->k, 0, sizeof out, &out) != CL_SUCCESS ||
+            clSetKernelArg(k->k, 1, sizeof iters, &iters) != CL_SUCCESS ||
+            clSetKernelArg(k->k, 2, sizeof a, &a) != CL_SUCCESS) {
+            clReleaseMemObject(out);
+            return clcnn_fail(&ctx->err, CLCNN_ERR_UNSUPPORTED, "peak probe arguments");
+        }
+        double t0 = now_seconds();
+        rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, NULL, &items, local ? &local : NULL, 0,
+                                    NULL, NULL);
+        if (rc == CL_SUCCESS) rc = clFinish(ctx->queue);
+        t = now_seconds() - t0;
+        if (rc != CL_SUCCESS) {
+            clReleaseMemObject(out);
+            return clcnn_cl_fail(ctx, rc, "peak probe");
+        }
+        if (t < 0.2) iters *= 2;
+    }
+    clReleaseMemObject(out);
+    *gflops = (double)items * iters * 16.0 * 16.0 * 2.0 / t * 1e-9;
+    return CLCNN_SUCCESS;
+}

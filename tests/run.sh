@@ -6,19 +6,7 @@ cd "$(dirname "$0")/.."
 
 pkgs=(cmake gcc g++ make pkg-config python3 pocl-opencl-icd ocl-icd-opencl-dev opencl-headers
       libclblast-dev zlib1g-dev libxxhash-dev)
-missing=()
-for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "tests/run.sh: missing packages: ${missing[*]} (run as root, or apt-get install them)" >&2
-        exit 1
-    fi
-    echo "== installing: ${missing[*]}"
-    apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+bash cmake/apt-install.sh "${pkgs[@]}"
 
 build=${CLCNN_BUILD_DIR:-build}
 # PoCL refuses to start when HOME is not writable unless its cache points somewhere writable;

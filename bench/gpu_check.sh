@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The NVIDIA check in one command, for a machine with an NVIDIA GPU and driver but possibly
+# without OpenCL headers, an ICD loader or CLBlast, and without internet.
+#
+#   bash bench/gpu_check.sh --fetch    here, where Debian's archive is reachable: downloads
+#                                      the .deb files into .debs/ (git-ignored)
+#   bash bench/gpu_check.sh            on the GPU machine, with .debs/ carried along: unpacks
+#                                      them into .gpu-prefix/, registers NVIDIA's ICD through
+#                                      OCL_ICD_VENDORS, builds, runs ctest on the GPU, the
+#                                      benchmark (per-layer profile, each GEMM backend) and
+#                                      PyTorch CUDA on the same model for the ratio.
+# Results go to stdout and, when $OUT is set, to $OUT/gpu_check.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+debs=(ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-headers opencl-c-headers opencl-clhpp-headers
+      libclblast1 libclblast-dev libxxhash0 libxxhash-dev zlib1g-dev)
+
+if [ "${1:-}" = "--fetch" ]; then
+    mkdir -p .debs && cd .debs && apt-get download "${debs[@]}" && ls -la
+    exit $?
+fi
+
+log=${OUT:+$OUT/gpu_check.log}
+exec > >(tee ${log:-/dev/null}) 2>&1
+t0=$(date +%s)
+prefix=$PWD/.gpu-prefix
+ls .debs/*.deb >/dev/null 2>&1 || { echo "gpu_check: no .debs/ (run with --fetch where apt works)"; exit 1; }
+rm -rf "$prefix" && mkdir -p "$prefix"
+for d in .debs/*.deb; do dpkg-deb -x "$d" "$prefix" || exit 1; done
+lib=$prefix/usr/lib/x86_64-linux-gnu
+# pkg-config files carry prefix=/usr: point them at the private prefix.
+for pc in "$lib"/pkgconfig/*.pc "$prefix"/usr/share/pkgconfig/*.pc; do
+    [ -f "$pc" ] && sed -i "s|^prefix=/usr|prefix=$prefix/usr|" "$pc"
+done
+export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PKG_CONFIG_PATH=$lib/pkgconfig:$prefix/usr/share/pkgconfig
+export CMAKE_PREFIX_PATH=$prefix/usr
+export CPATH=$prefix/usr/include
+
+# NVIDIA's ICD: use the system's vendors folder when it names NVIDIA, else register the driver's
+# libnvidia-opencl.so.1 through OCL_ICD_VENDORS.
+if ! grep -qs nvidia /etc/OpenCL/vendors/*.icd; then
+    nv=$( (ldconfig -p 2>/dev/null | awk '/libnvidia-opencl.so.1/ {print $NF}';
+           ls /usr/local/nvidia/lib64/libnvidia-opencl.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 \
+              /usr/lib64/libnvidia-opencl.so.1 2>/dev/null) | head -1)
+    if [ -n "$nv" ]; then
+        mkdir -p "$prefix/vendors" && echo "$nv" >"$prefix/vendors/nvidia.icd"
+        export OCL_ICD_VENDORS=$prefix/vendors
+        echo "gpu_check: NVIDIA ICD $nv registered through OCL_ICD_VENDORS"
+    else
+        echo "gpu_check: libnvidia-opencl.so.1 not found; OpenCL will see only other ICDs"
+    fi
+fi
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+export CLCNN_CACHE_DIR=$PWD/build-gpu/clcnn-cache POCL_CACHE_DIR=$PWD/build-gpu/pocl-cache
+mkdir -p "$CLCNN_CACHE_DIR" "$POCL_CACHE_DIR"
+echo "== build"
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCLCNN_WERROR=ON >build-gpu.log 2>&1 &&
+    cmake --build build-gpu -j"$(nproc)" >>build-gpu.log 2>&1 || { tail -40 build-gpu.log; exit 1; }
+./build-gpu/clcnn_train --version
+./build-gpu/clcnn_train --list-devices || exit 1
+export CLCNN_VISIBLE_DEVICES=${CLCNN_VISIBLE_DEVICES:-gpu}
+echo "== ctest on CLCNN_VISIBLE_DEVICES=$CLCNN_VISIBLE_DEVICES"
+(cd build-gpu && ctest --output-on-failure -j4 -E 'test_install|oclgrind|asan' 2>&1 | tail -30)
+echo "== start-up (second start: binary cache)"
+./build-gpu/bench_train --steps 1 --warmup 0 | grep -E 'context|first'
+./build-gpu/bench_train --steps 1 --warmup 0 | grep -E 'context|first'
+for b in clblast opencl; do
+    echo "== clcnn seed, batch 64, 3x32x32, backend $b"
+    CLCNN_BACKEND=$b CLCNN_PROFILE=1 ./build-gpu/bench_train --steps 50 --warmup 5
+    CLCNN_BACKEND=$b ./build-gpu/bench_train --steps 200 --warmup 10 | grep clcnn:
+done
+echo "== PyTorch CUDA, same model and batch"
+python3 bench/pytorch_bench.py --cuda --steps 200 --warmup 10 || echo "(no PyTorch CUDA)"
+echo "== done in $(( $(date +%s) - t0 )) s"
