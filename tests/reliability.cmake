@@ -1,0 +1,9 @@
+# Reliability checks (issue 7): bad-input tables through the real CLI, kill -9 crash safety,
+# the kernels under oclgrind. Included from tests/CMakeLists.txt; docs/RELIABILITY.md describes
+# what each one proves.
+
+# Every bad input refused with one line and a non-zero exit, nothing overwritten; a save that
+# runs out of space leaves the previous checkpoint loadable.
+add_test(NAME test_bad_inputs COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_bad_inputs.sh
+  $<TARGET_FILE:clcnn_train>)
+set_tests_properties(test_bad_inputs PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)

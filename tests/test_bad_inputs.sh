@@ -1,0 +1,310 @@
+#!/usr/bin/env bash
+# Bad input through the real clcnn_train, one table row per case: every row must exit non-zero
+# (and not by a signal), print exactly one line on stderr containing the expected text, and
+# leave every file it could touch as it was: an existing checkpoint folder (its bytes and its
+# file list), the broken inputs themselves and the working directory. Then a save that fails
+# for lack of space (a file-size limit) must be reported and leave the checkpoint it would have
+# replaced whole and loadable. Usage: test_bad_inputs.sh CLCNN_TRAIN
+set -u
+bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+src=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+export CLCNN_CACHE_DIR=${CLCNN_CACHE_DIR:-$work/cache}
+unset CLCNN_VISIBLE_DEVICES CLCNN_BACKEND
+fail=0 cases=0
+check() { if [ "$2" != 0 ]; then echo "FAIL: $1: $3"; fail=1; fi; }
+
+# Everything a failing run must leave alone, as one digest: names and bytes.
+snapshot() {
+    (cd "$work" && find sent bad run 2>/dev/null | sort &&
+        find sent bad run -type f -print0 2>/dev/null | sort -z | xargs -0 md5sum) | md5sum
+}
+
+# run_case NAME ENV EXPECT ARGS...: ENV is "-" or space-separated VAR=value words.
+run_case() {
+    local name=$1 env=$2 expect=$3 before after out rc lines
+    shift 3
+    cases=$((cases + 1))
+    before=$(snapshot)
+    if [ "$env" = - ]; then env=; fi
+    out=$(cd "$work/run" && env $env "$bin" "$@" 2>&1 >/dev/null)
+    rc=$?
+    lines=$(printf '%s\n' "$out" | wc -l)
+    after=$(snapshot)
+    if [ $rc -eq 0 ] || [ $rc -ge 128 ]; then
+        check "$name" 1 "exit status $rc (want 1..127): $out"
+    elif [ -z "$out" ] || [ "$lines" -ne 1 ]; then
+        check "$name" 1 "$lines lines on stderr (want 1): $out"
+    elif ! printf '%s' "$out" | grep -qF -- "$expect"; then
+        check "$name" 1 "message lacks '$expect': $out"
+    elif [ "$before" != "$after" ]; then
+        check "$name" 1 "files changed: $(cd "$work" && ls -lR sent run | head -20)"
+    else
+        printf 'ok  %-28s %s\n' "$name" "$out"
+    fi
+}
+
+mkdir -p "$work/run" "$work/sent"
+data=$work/data
+model='conv(4,3,pad=1) maxpool(2) flatten linear(10)'
+
+# ---- CLI options: refused before any device is touched, so they run on any machine ----------
+while IFS='|' read -r name expect args; do
+    [ -z "$name" ] && continue
+    eval "set -- $args"
+    run_case "$name" - "$expect" "$@"
+done <<'EOF'
+epochs-word|--epochs: 'ten' is not an integer|--epochs ten
+epochs-negative|--epochs: '-1' is not an integer|--epochs -1
+epochs-zero|--epochs: '0'|--epochs 0
+epochs-overflow|--epochs: '99999999999999999999'|--epochs 99999999999999999999
+epochs-float|--epochs: '1.5'|--epochs 1.5
+batch-zero|--batch-size: '0'|--batch-size 0
+batch-negative|--batch-size: '-64'|--batch-size -64
+batch-word|--batch-size: '64x'|--batch-size 64x
+batch-empty|--batch-size: ''|--batch-size ''
+lr-zero|--lr: 0 must be greater than 0|--lr 0
+lr-negative|--lr: -0.1 must be greater than 0|--lr -0.1
+lr-word|--lr: 'fast' is not a number|--lr fast
+lr-nan|--lr: 'nan' is not a number|--lr nan
+lr-inf|--lr: 'inf' is not a number|--lr inf
+lr-overflow|--lr: '1e999' is not a number|--lr 1e999
+momentum-negative|--momentum: -0.5 must not be negative|--momentum -0.5
+weight-decay-word|--weight-decay: 'x'|--weight-decay x
+eps-negative|--eps: -1 must not be negative|--eps -1
+betas-one|--betas: '0.9' is not B1,B2|--betas 0.9
+betas-range|each beta must be in [0, 1)|--betas 0.9,1.5
+betas-word|--betas: 'a,b' is not B1,B2|--betas a,b
+seed-negative|--seed: '-5'|--seed -5
+log-every-zero|--log-every: '0'|--log-every 0
+max-steps-zero|--max-steps: '0'|--max-steps 0
+optimizer-unknown|--optimizer: 'rmsprop' is not sgd, adam or adamw|--optimizer rmsprop
+dataset-unknown|--dataset: 'imagenet' is not cifar10|--dataset imagenet
+device-word|--device: 'x' is not a non-negative integer|--device x
+device-negative|--device: '-1'|--device -1
+platform-word|--platform: 'first'|--platform first
+missing-value-last|--lr needs a value|--epochs 1 --lr
+missing-value-data|--data needs a value|--data
+missing-value-model|--model needs a value|--model
+unknown-option|unknown option '--bogus'|--bogus 1
+unknown-option-last|unknown option '--bogus'|--epochs 1 --bogus
+unknown-short|unknown option '-x'|-x
+positional|unknown option 'data'|data
+empty-argument|unknown option ''|''
+nesterov-no-momentum|--nesterov needs --momentum|--nesterov
+momentum-adam|--momentum and --nesterov apply to --optimizer sgd only|--optimizer adam --momentum 0.9
+init-and-resume|--init and --resume exclude each other|--init a --resume b
+eval-only-no-weights|--eval-only needs weights|--eval-only
+EOF
+
+if ! "$bin" --list-devices >/dev/null 2>&1; then
+    echo "no OpenCL device: $cases CLI cases checked, skipping the rest"
+    [ $fail = 0 ] && exit 77
+    exit 1
+fi
+
+# ---- inputs: a tiny CIFAR-10 set, a good run's checkpoints, then every broken variant --------
+python3 "$src/make_cifar.py" "$data" 64 32 32 || { echo "FAIL: cannot write the data set"; exit 1; }
+good=(--data "$data" --model "$model" --batch-size 16 --no-tensorboard)
+"$bin" "${good[@]}" --epochs 2 --momentum 0.9 --save-dir "$work/good" >"$work/good.out" 2>&1
+check "good run" $? "$(cat "$work/good.out")"
+python3 "$src/make_bad_inputs.py" "$work/bad" "$data" "$work/good/epoch_1.safetensors" \
+    "$work/good/epoch_2.safetensors" || { echo "FAIL: cannot write the bad inputs"; exit 1; }
+# The folder every failing run is pointed at: an existing checkpoint a wrong save would replace.
+"$bin" "${good[@]}" --epochs 1 --save-dir "$work/sent" --logdir "$work/sent/logs" \
+    >"$work/sent.out" 2>&1
+check "sentinel run" $? "$(cat "$work/sent.out")"
+# clcnn_train creates --save-dir and --logdir (mkdir -p) before it looks at the data: an empty
+# folder is all a refused run may leave, so the sentinel has both already.
+mkdir -p "$work/sent/logs"
+printf 'not a folder\n' >"$work/afile"
+base=(--data "$data" --model "$model" --epochs 2 --batch-size 16 --save-dir "$work/sent"
+      --logdir "$work/sent/logs")
+bd=$work/bad/data ck=$work/bad/ckpt
+
+# ---- device filter and indices ----------------------------------------------------------------
+for f in '' 7 9:9 gpuu 0,,1 0:x -1; do
+    run_case "filter '$f'" "CLCNN_VISIBLE_DEVICES=$f" "CLCNN_VISIBLE_DEVICES" "${base[@]}"
+done
+run_case "device 9" - "--device 9 is out of range" "${base[@]}" --device 9
+run_case "platform 9" - "--platform 9 has no visible device" "${base[@]}" --platform 9
+run_case "platform 0 device 9" - "--device 9 is out of range" "${base[@]}" --platform 0 --device 9
+run_case "backend unknown" CLCNN_BACKEND=cuda "cuda" "${base[@]}"
+
+# ---- model specs ------------------------------------------------------------------------------
+while IFS='|' read -r name expect spec; do
+    [ -z "$name" ] && continue
+    run_case "spec $name" - "$expect" "${base[@]}" --model "$spec"
+done <<'EOF'
+empty|empty spec|
+blank|empty spec|   
+unknown-layer|unknown layer 'bogus'|conv(4,3) bogus
+unclosed|missing ')'|conv(4,3
+no-args|expected an argument|conv(
+too-few-args|conv needs at least 2 positional arguments|conv(4)
+zero-out|out must be in 1..65536, got 0|conv(0,3)
+negative|out expects a non-negative integer, got '-1'|conv(-1,3)
+bad-keyword|conv has no keyword 'foo'|conv(4,3,foo=1)
+bad-value|pad expects a non-negative integer, got 'x'|conv(4,3,pad=x)
+stride-zero|stride must be in 1..64|conv(4,3,stride=0)
+twice|stride given twice|maxpool(2,stride=2,stride=3)
+bias-2|bias expects 0 or 1|conv(4,3,bias=2)
+stray-paren|unexpected ')'|conv(4,3)) relu
+trailing-comma|expected a layer after ','|conv(4,3),
+repeat-too-many|repeat count '65' is too large|65*(relu) flatten linear(10)
+nest-too-deep|nest deeper than 8|9*(2*(2*(2*(2*(2*(2*(2*(2*(relu))))))))) flatten linear(10)
+huge-out|out '99999999' is too large|conv(99999999,3)
+kernel-too-big|kernel 40 is larger than its 32 x 32 input|conv(4,40) flatten linear(10)
+pool-too-big|kernel 64 is larger than its 32 x 32 input|maxpool(64) flatten linear(10)
+linear-before-flatten|needs a flat input|conv(4,3) linear(10)
+no-logits|cross-entropy needs flat logits|relu
+too-many-params|parameters, over 2^30|flatten linear(65536) linear(65536) linear(10)
+EOF
+# These two start training, so they must not open a TensorBoard file in the sentinel folder.
+run_case "spec too-few-classes" - "has label 9 but the model has only 5 outputs" "${base[@]}" \
+    --model 'flatten linear(5)' --no-tensorboard
+
+# ---- data sets ---------------------------------------------------------------------------------
+while IFS='|' read -r name expect; do
+    [ -z "$name" ] && continue
+    run_case "data $name" - "$expect" "${base[@]}" --data "$bd/$name"
+done <<'EOF'
+cifar_truncated|data_batch_1.bin: size 9319 is not a multiple of the 3073-byte CIFAR-10 record
+cifar_test_truncated|test_batch.bin: size 98335 is not a multiple
+cifar_batch2_bad|data_batch_2.bin: size
+cifar_label10|data_batch_1.bin: record 2 has label 10, expected 0..9
+cifar_label255|test_batch.bin: record 2 has label 255
+cifar_empty|data_batch_1.bin: empty file
+cifar_no_test|test_batch.bin: missing
+cifar_no_train|data_batch_1.bin: missing
+cifar_batch_is_dir|data_batch_1.bin: missing
+gzip_corrupt|data_batch_1.bin: corrupt gzip stream
+gzip_truncated|data_batch_1.bin: truncated gzip stream
+gzip_trailing|trailing garbage after the gzip stream
+gzip_bad_crc|corrupt gzip stream: incorrect data check
+gzip_header_only|truncated gzip stream
+empty_dir|no dataset found
+unrelated_files|no dataset found
+not_a_dir|not a directory
+both_formats|holds both CIFAR-10 and IDX
+idx_bad_magic|train-images-idx3-ubyte: bad IDX magic 0x00000804
+idx_labels_magic|train-labels-idx1-ubyte: bad IDX magic 0x00000803
+idx_truncated|train-images-idx3-ubyte: truncated: header declares 20 images of 8 x 8
+idx_trailing|t10k-images-idx3-ubyte: 1 bytes of trailing data
+idx_count_mismatch|holds 19 labels but
+idx_header_count|header declares 21 images
+idx_huge_count|header declares 4294967295 images
+idx_label10|train-labels-idx1-ubyte: label 10 at index 7
+idx_empty|train-labels-idx1-ubyte: empty file
+idx_short_header|t10k-images-idx3-ubyte: truncated IDX header
+idx_zero_images|holds zero images
+idx_no_labels|no train-labels-idx1-ubyte
+idx_shapes_differ|train images are 1x8x8, test images 1x9x8
+idx_gzip_corrupt|train-images-idx3-ubyte.gz: corrupt gzip stream
+EOF
+run_case "data missing" - "cannot open dataset directory" "${base[@]}" --data "$work/nope"
+run_case "data wrong format" - "" "${base[@]}" --dataset mnist
+run_case "normalize arity" - "--normalize: '1,2,3'" "${base[@]}" --normalize 1,2,3
+run_case "normalize std 0" - "--normalize: '0.5,0'" "${base[@]}" --normalize 0.5,0
+
+# ---- checkpoints: --resume (weights + state) and --init (weights only) -------------------------
+while IFS='|' read -r name expect init_expect; do
+    [ -z "$name" ] && continue
+    run_case "resume $name" - "$expect" "${base[@]}" --resume "$ck/$name.safetensors"
+    if [ -n "$init_expect" ]; then
+        run_case "init $name" - "$init_expect" "${base[@]}" --init "$ck/$name.safetensors"
+    fi
+done <<'EOF'
+empty|shorter than the 8-byte header length|shorter than the 8-byte header length
+short|file is 5 bytes|file is 5 bytes
+torn|is beyond the|is beyond the
+hdrlen_beyond|header length 41984 exceeds the 41976 bytes|header length 41984 exceeds
+hdrlen_huge|header length 18446744073709551615 exceeds|header length 18446744073709551615
+json_malformed|malformed JSON header at file offset|malformed JSON header
+json_truncated|malformed JSON header|malformed JSON header
+json_not_object|the header is not a JSON object|the header is not a JSON object
+offsets_out_of_range|is beyond the 41448-byte data buffer|is beyond the 41448-byte data buffer
+offsets_overlap|overlap|overlap
+offsets_reversed|data_offsets begin 432 is after end 0|data_offsets begin 432 is after end 0
+dtype_i32|tensor '0.bias' is I32; clcnn loads F32 or F64|tensor '0.bias' is I32
+dtype_unknown|unknown dtype "F33"|unknown dtype "F33"
+dtype_f16_size|but F16 [4, 3, 3, 3] needs 216|but F16 [4, 3, 3, 3] needs 216
+shape_mismatch|has shape [4, 3, 9, 1] but the model's 0.weight is [4, 3, 3, 3]|has shape [4, 3, 9, 1]
+missing_tensor|missing tensor '3.bias'|missing tensor '3.bias'
+unexpected_tensor|unexpected tensor '99.weight'|unexpected tensor '99.weight'
+bitflip|do not match their recorded checksum|do not match their recorded checksum
+meta_not_string|value for key 'epoch' is not a string|value for key 'epoch' is not a string
+meta_bad_epoch|bad epoch/step/seed metadata|
+meta_bad_input|is not a clcnn checkpoint|
+meta_other_input|was trained on 1x28x28 images|
+meta_bad_spec|unknown layer 'bogus'|
+plain_weights|is not a clcnn checkpoint|
+no_state|no_state.state.safetensors: cannot open|
+state_other_save|does not belong to|
+state_is_weights|unknown optimizer|
+state_missing_tensor|missing optimizer tensor 's1.3.bias'|
+state_bad_optimizer|unknown optimizer 'rmsprop'|
+state_torn|state_torn.state.safetensors: tensor|
+directory|Is a directory|Is a directory
+nonexistent|nonexistent.safetensors: cannot open|nonexistent.safetensors: No such file
+EOF
+run_case "eval-only bitflip" - "recorded checksum" "${base[@]}" --eval-only --resume "$ck/bitflip.safetensors"
+run_case "eval-only init torn" - "is beyond the" "${base[@]}" --eval-only --init "$ck/torn.safetensors"
+run_case "init other model" - "has shape" "${base[@]}" --model 'conv(6,3,pad=1) maxpool(2) flatten linear(10)' \
+    --init "$work/sent/epoch_1.safetensors"
+
+# ---- outputs that cannot be written -------------------------------------------------------------
+run_case "save-dir under a file" - "--save-dir $work/afile/sub is not writable" "${base[@]}" \
+    --save-dir "$work/afile/sub"
+run_case "save-dir is a file" - "is not writable: Not a directory" "${base[@]}" --save-dir "$work/afile"
+run_case "save-dir in /proc" - "--save-dir /proc/clcnn-cannot-write is not writable" "${base[@]}" \
+    --save-dir /proc/clcnn-cannot-write
+run_case "logdir under a file" - "--logdir $work/afile/logs is not writable" "${base[@]}" \
+    --logdir "$work/afile/logs"
+run_case "metrics under a file" - "--metrics $work/afile/m.jsonl" "${base[@]}" \
+    --metrics "$work/afile/m.jsonl"
+run_case "metrics is a folder" - "Is a directory" "${base[@]}" --metrics "$work/sent"
+if [ "$(id -u)" != 0 ]; then # permissions do not stop root
+    mkdir -p "$work/ro" && chmod 555 "$work/ro"
+    run_case "save-dir read-only" - "Permission denied" "${base[@]}" --save-dir "$work/ro/model"
+fi
+
+# ---- numerical fault: a diverging run stops, names the step, saves nothing --------------------
+run_case "loss diverges" - "at step" "${base[@]}" --lr 1e30 --log-every 1 --no-tensorboard
+
+# ---- disk full during a save -----------------------------------------------------------------
+# The run resumes from epoch 1 and saves epoch 2 over an existing epoch_2 pair from another run,
+# under a file-size limit that the new files exceed. SIGXFSZ is ignored, so the write fails
+# with EFBIG as it would with ENOSPC. Two limits: the state file fails (SGD with momentum: the
+# state is as large as the weights), and the weights file fails after the state was written.
+for variant in "state:--momentum 0.9" "weights:"; do
+    what=${variant%%:*} opt=${variant#*:}
+    d=$work/full-$what
+    "$bin" "${good[@]}" --epochs 2 $opt --save-dir "$d" >/dev/null 2>&1
+    "$bin" "${good[@]}" --epochs 2 $opt --seed 5 --save-dir "$d.other" >"$d.out" 2>&1
+    check "disk full ($what): setup" $? "$(cat "$d.out")"
+    cp "$d.other"/epoch_2.* "$d/"
+    "$bin" --data "$data" --batch-size 16 --eval-only --resume "$d/epoch_2.safetensors" \
+        >"$d.eval0" 2>&1
+    before=$(cd "$d" && md5sum epoch_*)
+    out=$( (trap '' XFSZ; ulimit -f 20; exec "$bin" "${good[@]}" --epochs 2 --save-dir "$d" \
+        --resume "$d/epoch_1.safetensors") 2>&1 >/dev/null)
+    rc=$?
+    cases=$((cases + 1))
+    [ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] &&
+        printf '%s' "$out" | grep -q "saving failed: .*epoch_2.*File too large"
+    check "disk full ($what): one line naming the failure" $? "rc=$rc: $out"
+    [ "$before" = "$(cd "$d" && md5sum epoch_*)" ]
+    check "disk full ($what): checkpoints unchanged" $? "$(ls -l "$d")"
+    [ -z "$(find "$d" -name '*.tmp*')" ]; check "disk full ($what): no temp files left" $? "$(ls "$d")"
+    "$bin" --data "$data" --batch-size 16 --eval-only --resume "$d/epoch_2.safetensors" \
+        >"$d.eval1" 2>&1
+    check "disk full ($what): previous checkpoint loads" $? "$(cat "$d.eval1")"
+    cmp -s <(grep '^epoch' "$d.eval0") <(grep '^epoch' "$d.eval1")
+    check "disk full ($what): same evaluation" $? "$(cat "$d.eval0" "$d.eval1")"
+    [ $fail = 0 ] && echo "ok  disk full ($what)         $out"
+done
+
+echo "$cases cases"
+exit $fail
