@@ -7,3 +7,9 @@
 add_test(NAME test_bad_inputs COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_bad_inputs.sh
   $<TARGET_FILE:clcnn_train>)
 set_tests_properties(test_bad_inputs PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+
+# kill -9 at random moments and during saves: the newest checkpoint always loads, and resuming
+# reproduces the uninterrupted run's losses and final checkpoint bit for bit.
+add_test(NAME test_kill COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_kill.sh
+  $<TARGET_FILE:clcnn_train>)
+set_tests_properties(test_kill PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
