@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
     clcnn_context *ctx = NULL;
     clcnn_model *m = NULL;
     int idx = -1, rc = 1;
-    double t0 = now();
+    double t0 = now(), t_start = t0;
     if (clcnn_devices_create(&devs, NULL) || clcnn_devices_select(devs, platform, device, &idx)) {
         fprintf(stderr, "bench_train: %s\n", clcnn_devices_errmsg(devs));
         goto done;
@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
         }
         if (s == 0) {
             clcnn_model_last_loss(m, &loss, NULL);
-            t_first = now() - t0;
+            t_first = now() - t_start;
         }
     }
     clcnn_model_last_loss(m, &loss, NULL);
@@ -102,7 +102,8 @@ int main(int argc, char **argv) {
     clcnn_context_device(ctx, &info);
     printf("device: %s\nmodel: %s, input %dx%dx%d, batch %d, %d steps after %d warm-up\n",
            info.name, clcnn_model_spec(m), c, h, w, batch, steps, warmup);
-    printf("context %.3f s, first step %.3f s\n", t_ctx, t_first);
+    printf("start-up: devices and context %.3f s, first step done %.3f s after start\n", t_ctx,
+           t_first);
     printf("clcnn: %.1f images/s, %.2f ms/step (loss %.4f)\n", batch * steps / dt, 1e3 * dt / steps,
            loss);
     if (peak) {

@@ -16,7 +16,7 @@ export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$HOME/.cache/pocl}
 threads=${THREADS:-2}
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), host: $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "command: bash bench/compare.sh $build $runs $steps $model"
-"$build/bench_train" --model "$model" --steps 1 --warmup 0 --peak | grep -E '^device|^peak'
+"$build/bench_train" --model "$model" --steps 1 --warmup 0 --peak | grep -E '^device|^peak|^start-up'
 c=(); p=()
 for i in $(seq "$runs"); do
     c+=("$("$build/bench_train" --model "$model" --steps "$steps" --warmup 3 |

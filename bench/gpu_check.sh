@@ -63,8 +63,8 @@ export CLCNN_VISIBLE_DEVICES=${CLCNN_VISIBLE_DEVICES:-gpu}
 echo "== ctest on CLCNN_VISIBLE_DEVICES=$CLCNN_VISIBLE_DEVICES"
 (cd build-gpu && ctest --output-on-failure -j4 -E 'test_install|oclgrind|asan' 2>&1 | tail -30)
 echo "== start-up (second start: binary cache)"
-./build-gpu/bench_train --steps 1 --warmup 0 | grep -E 'context|first'
-./build-gpu/bench_train --steps 1 --warmup 0 | grep -E 'context|first'
+./build-gpu/bench_train --steps 1 --warmup 0 | grep start-up
+./build-gpu/bench_train --steps 1 --warmup 0 | grep start-up
 for b in clblast opencl; do
     echo "== clcnn seed, batch 64, 3x32x32, backend $b"
     CLCNN_BACKEND=$b CLCNN_PROFILE=1 ./build-gpu/bench_train --steps 50 --warmup 5
