@@ -293,6 +293,18 @@ clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
         }
         if (L->d.kind == CLCNN_LAYER_CONV2D) {
             size_t per_col, per_rows, c, r;
+            clcnn_conv2d_shape g;
+            int has_g = clcnn_conv2d_grad_input_shape(&L->conv, &g);
+            size_t xp = clcnn_conv2d_direct_scratch(m->ctx, &L->conv, n);
+            size_t xg = has_g ? clcnn_conv2d_direct_scratch(m->ctx, &g, n) : 0;
+            if (has_g) {
+                size_t wf = (size_t)L->conv.OC * L->conv.C * L->conv.K * L->conv.K;
+                if (wf > wflip) wflip = wf;
+            }
+            if (xp > xpad) xpad = xp;
+            if (xg > xpad) xpad = xg;
+            /* Direct forward, weight gradient and input gradient: no im2col scratch at all. */
+            if (xp && xg) continue;
             clcnn_conv2d_scratch(&L->conv, 1, &per_col, &per_rows);
             size_t chunk = WORKSPACE_FLOATS / (per_col ? per_col : 1);
             if (chunk < 1) chunk = 1;
@@ -306,12 +318,7 @@ clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
             clcnn_conv2d_scratch(&L->conv, (int)chunk, &c, &r);
             if (c > col) col = c;
             if (r > rows) rows = r;
-            size_t xp = clcnn_conv2d_direct_scratch(m->ctx, &L->conv, n);
-            if (xp > xpad) xpad = xp;
-            clcnn_conv2d_shape g;
-            if (clcnn_conv2d_grad_input_shape(&L->conv, &g)) {
-                xp = clcnn_conv2d_direct_scratch(m->ctx, &g, n);
-                if (xp > xpad) xpad = xp;
+            if (has_g) {
                 clcnn_conv2d_scratch(&g, 1, &per_col, &per_rows);
                 chunk = WORKSPACE_FLOATS / (per_col ? per_col : 1);
                 if (chunk < 1) chunk = 1;
@@ -319,8 +326,6 @@ clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
                 clcnn_conv2d_scratch(&g, (int)chunk, &c, &r);
                 if (c > col) col = c;
                 if (r > rows) rows = r;
-                size_t wf = (size_t)L->conv.OC * L->conv.C * L->conv.K * L->conv.K;
-                if (wf > wflip) wflip = wf;
             }
         }
     }

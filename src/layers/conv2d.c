@@ -154,7 +154,9 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
     int via_conv = gx && ws->wflip && clcnn_conv2d_grad_input_shape(s, &g) &&
                    ws->wflip_cap >= (size_t)s->OC * ckk &&
                    (clcnn_conv2d_chunk(&g, ws) > 0 || use_direct(ctx, ws, &g, N));
-    CLCNN_ASSERT(chunk > 0);
+    int direct = use_direct(ctx, ws, s, N);
+    /* The im2col path below runs unless the direct kernels cover both gradients. */
+    CLCNN_ASSERT(chunk > 0 || (direct && (!gx || via_conv)));
     clcnn_kern *gather = clcnn_kernel_must(ctx, "nchw_to_rows"),
                *c2i = clcnn_kernel_must(ctx, "col2im");
     clcnn_status st;
@@ -172,7 +174,7 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
         CLCNN_ARG(&a, acc);
         if ((st = clcnn_launch1d(ctx, kb, &a, (size_t)s->OC))) return st;
     }
-    if (use_direct(ctx, ws, s, N)) {
+    if (direct) {
         /* Direct weight gradient from the padded input and gy as they are. */
         int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad;
         clcnn_kern *k = clcnn_kernel_must(ctx, "conv_wgrad_s1");
@@ -201,7 +203,6 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
     /* im2col + GEMM: the weight gradient when the direct path is off, and the input gradient
      * through col2im when it cannot be a convolution (the weight gradient is then computed
      * a second time, which only happens for unusual shapes). */
-    int direct = use_direct(ctx, ws, s, N);
     for (int n0 = 0; n0 < N && !(direct && (!gx || via_conv)); n0 += chunk) {
         int nimg = N - n0 < chunk ? N - n0 : chunk;
         clcnn_args a = {gather->k, 0, CL_SUCCESS};
