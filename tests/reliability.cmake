@@ -13,3 +13,15 @@ set_tests_properties(test_bad_inputs PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 add_test(NAME test_kill COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_kill.sh
   $<TARGET_FILE:clcnn_train>)
 set_tests_properties(test_kill PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+
+# Every kernel family once on tiny shapes (the program tests/oclgrind_check.sh runs under
+# oclgrind); on a real device it is a quick smoke test of its own.
+clcnn_test(test_kernels_small SOURCES test_kernels_small.c)
+
+# The same program under oclgrind (label "oclgrind"; skipped when oclgrind is not installed):
+# no invalid access, no API misuse, no data race, same figures as the default device. The
+# clblast backend is left out: CLBlast's kernels are not ours, and under oclgrind it adds a
+# minute (it was clean when run by hand: tests/oclgrind_check.sh PROG clblast).
+add_test(NAME test_oclgrind COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.sh
+  $<TARGET_FILE:test_kernels_small> cpu opencl)
+set_tests_properties(test_oclgrind PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS oclgrind)

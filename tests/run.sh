@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(cmake gcc g++ make pkg-config python3 pocl-opencl-icd ocl-icd-opencl-dev opencl-headers
-      libclblast-dev zlib1g-dev libxxhash-dev)
+      libclblast-dev zlib1g-dev libxxhash-dev oclgrind)
 bash cmake/apt-install.sh "${pkgs[@]}"
 
 build=${CLCNN_BUILD_DIR:-build}
