@@ -169,13 +169,28 @@ static void add_visible(clcnn_devices *d, int g) {
     d->visible[d->n_visible++] = g;
 }
 
+/* The entry as it can be shown in a one-line message: control and non-ASCII bytes as \xNN (a
+ * newline in the variable must not split the message), long entries cut with "...". */
+static void quote_entry(const char *s, size_t n, char *out, size_t cap) {
+    size_t used = 0, i = 0;
+    for (; i < n && used + 8 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f)
+            out[used++] = (char)c;
+        else
+            used += (size_t)snprintf(out + used, cap - used, "\\x%02x", c);
+    }
+    if (i < n) memcpy(out + used, "...", 3), used += 3;
+    out[used] = '\0';
+}
+
 static clcnn_status filter_fail(clcnn_devices *d, const char *entry, size_t n, int pos,
                                 const char *why) {
-    char avail[700];
+    char avail[700], shown[100];
     list_available(d, avail, sizeof avail);
+    quote_entry(entry, n, shown, sizeof shown);
     return clcnn_fail(&d->err, CLCNN_ERR_DEVICE_FILTER,
-                      "CLCNN_VISIBLE_DEVICES entry %d '%.*s' %s; %s", pos, (int)n, entry, why,
-                      avail);
+                      "CLCNN_VISIBLE_DEVICES entry %d '%s' %s; %s", pos, shown, why, avail);
 }
 
 static clcnn_status apply_filter(clcnn_devices *d, const char *filter) {

@@ -21,14 +21,17 @@ snapshot() {
         find sent bad run -type f -print0 2>/dev/null | sort -z | xargs -0 md5sum) | md5sum
 }
 
-# run_case NAME ENV EXPECT ARGS...: ENV is "-" or space-separated VAR=value words.
+# run_case NAME ENV EXPECT ARGS...: ENV is "-" or one VAR=value (the value may hold anything).
 run_case() {
     local name=$1 env=$2 expect=$3 before after out rc lines
     shift 3
     cases=$((cases + 1))
     before=$(snapshot)
-    if [ "$env" = - ]; then env=; fi
-    out=$(cd "$work/run" && env $env "$bin" "$@" 2>&1 >/dev/null)
+    if [ "$env" = - ]; then
+        out=$(cd "$work/run" && "$bin" "$@" 2>&1 >/dev/null)
+    else
+        out=$(cd "$work/run" && env "$env" "$bin" "$@" 2>&1 >/dev/null)
+    fi
     rc=$?
     lines=$(printf '%s\n' "$out" | wc -l)
     after=$(snapshot)
@@ -60,6 +63,7 @@ epochs-negative|--epochs: '-1' is not an integer|--epochs -1
 epochs-zero|--epochs: '0'|--epochs 0
 epochs-overflow|--epochs: '99999999999999999999'|--epochs 99999999999999999999
 epochs-float|--epochs: '1.5'|--epochs 1.5
+epochs-newline|--epochs: '1\x0a2' is not an integer|--epochs $'1\n2'
 batch-zero|--batch-size: '0'|--batch-size 0
 batch-negative|--batch-size: '-64'|--batch-size -64
 batch-word|--batch-size: '64x'|--batch-size 64x
@@ -124,8 +128,8 @@ base=(--data "$data" --model "$model" --epochs 2 --batch-size 16 --save-dir "$wo
 bd=$work/bad/data ck=$work/bad/ckpt
 
 # ---- device filter and indices ----------------------------------------------------------------
-for f in '' 7 9:9 gpuu 0,,1 0:x -1; do
-    run_case "filter '$f'" "CLCNN_VISIBLE_DEVICES=$f" "CLCNN_VISIBLE_DEVICES" "${base[@]}"
+for f in '' 7 9:9 gpuu 0,,1 0:x -1 $'g\npu'; do
+    run_case "filter '${f//$'\n'/\\n}'" "CLCNN_VISIBLE_DEVICES=$f" "CLCNN_VISIBLE_DEVICES" "${base[@]}"
 done
 run_case "device 9" - "--device 9 is out of range" "${base[@]}" --device 9
 run_case "platform 9" - "--platform 9 has no visible device" "${base[@]}" --platform 9

@@ -100,12 +100,20 @@ static const char usage_text[] =
     "  CLCNN_CACHE_DIR        program-binary cache folder (default $XDG_CACHE_HOME/clcnn or\n"
     "                         ~/.cache/clcnn); CLCNN_CACHE=0 turns the cache off\n";
 
+/* One line on stderr, exit status 2. The messages quote what the user typed, so control
+ * characters in an argument are shown as \xNN rather than breaking the line. */
 static void die(const char *fmt, ...) {
+    char msg[2048];
     va_list ap;
-    fprintf(stderr, "clcnn_train: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fputs("clcnn_train: ", stderr);
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            fprintf(stderr, "\\x%02x", *p);
+        else
+            fputc(*p, stderr);
     fputc('\n', stderr);
     exit(2);
 }
