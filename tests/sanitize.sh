@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite built with AddressSanitizer + UndefinedBehaviorSanitizer
+# (-DCLCNN_SANITIZE=ON) in its own folder and run under ctest. UBSan halts on the first report
+# and LeakSanitizer runs with tests/lsan.supp (OpenCL-implementation leaks only, each justified
+# there). Left out: the oclgrind test (oclgrind preloads its own OpenCL runtime, which ASan
+# refuses to run under) and test_install (an ASan-instrumented static library cannot be linked
+# by the plain consumer programs that test builds; it checks packaging, not memory).
+# Usage: bash tests/sanitize.sh   (.ci/run calls it after tests/run.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${CLCNN_SAN_BUILD_DIR:-build-asan}
+plain=${CLCNN_BUILD_DIR:-build}
+# The kernels are the same as the plain build's: reuse its PoCL and clcnn caches when it has
+# them, so PoCL does not compile every kernel again under ASan (minutes on 2 cores).
+if [ -d "$plain/pocl-cache" ]; then cache=$plain; else cache=$build; fi
+export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$PWD/$cache/pocl-cache}
+export CLCNN_CACHE_DIR=${CLCNN_CACHE_DIR:-$PWD/$cache/clcnn-cache}
+mkdir -p "$POCL_CACHE_DIR" "$CLCNN_CACHE_DIR"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:check_initialization_order=1:strict_init_order=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+
+echo "== configure and build with ASan+UBSan ($build)"
+cmake -S . -B "$build" -DCLCNN_WERROR=ON -DCLCNN_SANITIZE=ON ${CLCNN_CMAKE_ARGS:-} >/dev/null
+cmake --build "$build" -j"$(nproc)"
+echo "== tests under ASan+UBSan"
+cd "$build"
+ctest --output-on-failure -j"$(nproc)" -LE oclgrind -E '^test_install$' ${CLCNN_CTEST_ARGS:-}
