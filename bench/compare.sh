@@ -10,7 +10,13 @@ build=${1:-build}
 runs=${2:-3}
 steps=${3:-30}
 model=${4:-seed}
-py=${PYTHON:-python3}
+# The first Python that has torch: $PYTHON, python3 on PATH, or Debian's /usr/bin/python3.
+py=${PYTHON:-}
+for cand in python3 /usr/bin/python3; do
+    [ -n "$py" ] && break
+    "$cand" -c 'import torch' 2>/dev/null && py=$cand
+done
+[ -n "$py" ] || { echo "compare.sh: no Python with torch (apt-get install python3-torch)" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$HOME/.cache/pocl}
 threads=${THREADS:-2}

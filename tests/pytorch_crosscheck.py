@@ -247,6 +247,34 @@ def setup_torch(threads, deterministic=True):
 
 # ---------------------------------------------------------------- cross-check
 
+def train_steps(name, init_sd, trx, try_, steps, chw, mkldnn=True):
+    """SGD lr 0.01, batch 64, file order, from init_sd -> ({step: loss}, model)."""
+    prev = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = mkldnn
+    try:
+        model = build_model(name, *chw)
+        model.load_state_dict(init_sd, strict=True)
+        opt = torch.optim.SGD(model.parameters(), lr=LR)
+        crit = nn.CrossEntropyLoss()
+        losses = {}
+        n = len(try_)
+        first = 0
+        for step in range(1, steps + 1):
+            if first >= n:
+                first = 0  # next epoch: clcnn_train without shuffle starts over
+            xb = to_input(trx[first:first + BATCH])
+            yb = torch.from_numpy(try_[first:first + BATCH])
+            first += BATCH
+            opt.zero_grad()
+            loss = crit(model(xb), yb)
+            loss.backward()
+            opt.step()
+            losses[step] = float(loss)
+    finally:
+        torch.backends.mkldnn.enabled = prev
+    return losses, model
+
+
 def crosscheck(args, work):
     ok = True
 
@@ -298,23 +326,9 @@ def crosscheck(args, work):
     if not cl_evals or not cl_loss:
         return 1
 
-    # 3. torch, same steps
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    crit = nn.CrossEntropyLoss()
-    th_loss = {}
+    # 3. torch, same steps (PyTorch's default CPU kernels, oneDNN where it applies)
     t0 = time.time()
-    first = 0
-    for step in range(1, args.steps + 1):
-        if first >= n:
-            first = 0  # a new epoch (clcnn_train's order is the same without shuffle)
-        xb = to_input(trx[first:first + BATCH])
-        yb = torch.from_numpy(try_[first:first + BATCH])
-        first += BATCH
-        opt.zero_grad()
-        loss = crit(model(xb), yb)
-        loss.backward()
-        opt.step()
-        th_loss[step] = float(loss)
+    th_loss, model = train_steps(args.model, init_sd, trx, try_, args.steps, (c, h, w))
     print(f"torch: {args.steps} steps in {time.time() - t0:.1f} s")
 
     # 4. per-step losses
@@ -336,6 +350,18 @@ def crosscheck(args, work):
     check(worst <= LOSS_RTOL,
           f"per-step loss: max rel. diff {worst:.3e} at step {at} "
           f"(clcnn {cl_loss[at]:.8f}, torch {th_loss[at]:.8f}; tolerance {LOSS_RTOL:g})")
+
+    # informative: the fp32 noise floor, torch against itself with other kernels
+    if not args.no_noise_floor:
+        t0 = time.time()
+        nat_loss, _ = train_steps(args.model, init_sd, trx, try_, args.steps, (c, h, w),
+                                  mkldnn=False)
+        print(f"torch, native kernels (mkldnn off): {args.steps} steps in "
+              f"{time.time() - t0:.1f} s")
+        nf, nf_at = max((rel(th_loss[s], nat_loss[s]), s) for s in steps)
+        cn, cn_at = max((rel(cl_loss[s], nat_loss[s]), s) for s in steps)
+        print(f"fp32 noise floor: torch (default) vs torch (mkldnn off) max rel. diff "
+              f"{nf:.2e} (step {nf_at}); clcnn vs torch (mkldnn off) {cn:.2e} (step {cn_at})")
 
     # 5. clcnn's checkpoint into torch
     ckpt = os.path.join(mdir, "epoch_1.safetensors")
@@ -455,6 +481,9 @@ def main():
     ap.add_argument("--model", default="seed", choices=["seed", "seed-relu"])
     ap.add_argument("--work", help="work folder (default: a temporary one, removed)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    ap.add_argument("--no-noise-floor", action="store_true",
+                    help="skip the second torch run (mkldnn off) that measures how far "
+                         "two fp32 implementations drift apart")
     ap.add_argument("--full-run", action="store_true",
                     help="train the PyTorch reference alone (shuffled) and report "
                          "test loss/accuracy per epoch")
