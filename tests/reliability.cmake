@@ -25,3 +25,14 @@ clcnn_test(test_kernels_small SOURCES test_kernels_small.c)
 add_test(NAME test_oclgrind COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.sh
   $<TARGET_FILE:test_kernels_small> cpu opencl)
 set_tests_properties(test_oclgrind PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS oclgrind)
+
+# libFuzzer harnesses (fuzz/): clang only, off by default. CI builds them with fuzz/smoke.sh
+# instead, which needs no second configuration of the whole project.
+option(CLCNN_FUZZ "Build the libFuzzer harnesses in fuzz/ and test them on their corpora (clang)"
+  OFF)
+if(CLCNN_FUZZ)
+  if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "CLCNN_FUZZ needs clang: configure with -DCMAKE_C_COMPILER=clang")
+  endif()
+  add_subdirectory(${PROJECT_SOURCE_DIR}/fuzz ${PROJECT_BINARY_DIR}/fuzz)
+endif()

@@ -12,9 +12,9 @@ build=${CLCNN_SAN_BUILD_DIR:-build-asan}
 plain=${CLCNN_BUILD_DIR:-build}
 # The kernels are the same as the plain build's: reuse its PoCL and clcnn caches when it has
 # them, so PoCL does not compile every kernel again under ASan (minutes on 2 cores).
-if [ -d "$plain/pocl-cache" ]; then cache=$plain; else cache=$build; fi
-export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$PWD/$cache/pocl-cache}
-export CLCNN_CACHE_DIR=${CLCNN_CACHE_DIR:-$PWD/$cache/clcnn-cache}
+cache_dir() { if [ -d "$plain/$1" ]; then echo "$PWD/$plain/$1"; else echo "$PWD/$build/$1"; fi; }
+export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$(cache_dir pocl-cache)}
+export CLCNN_CACHE_DIR=${CLCNN_CACHE_DIR:-$(cache_dir clcnn-cache)}
 mkdir -p "$POCL_CACHE_DIR" "$CLCNN_CACHE_DIR"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:check_initialization_order=1:strict_init_order=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}

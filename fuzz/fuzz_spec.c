@@ -1,0 +1,42 @@
+/* libFuzzer harness: the model spec parser. On success the canonical text
+ * (clcnn_spec_format) must parse back to the same layers, and the limits of spec.h must hold;
+ * on failure the message must be one line naming a column. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "spec.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int same(const clcnn_layer_desc *a, const clcnn_layer_desc *b) {
+    return a->kind == b->kind && a->out == b->out && a->kernel == b->kernel &&
+           a->stride == b->stride && a->pad == b->pad && a->bias == b->bias;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    char *spec = malloc(size + 1);
+    clcnn_layer_desc *layers = NULL, *again = NULL;
+    int n = 0, m = 0;
+    clcnn_error e = {{0}};
+    if (!spec) return 0;
+    memcpy(spec, data, size);
+    spec[size] = '\0';
+    clcnn_status st = clcnn_spec_parse(spec, &layers, &n, &e);
+    if (st == CLCNN_SUCCESS) {
+        if (!layers || n < 1 || n > CLCNN_SPEC_MAX_LAYERS) abort();
+        size_t len = clcnn_spec_format(layers, n, NULL, 0);
+        char *text = malloc(len + 1);
+        if (!text || clcnn_spec_format(layers, n, text, len + 1) != len || strlen(text) != len)
+            abort();
+        if (clcnn_spec_parse(text, &again, &m, &e) != CLCNN_SUCCESS || m != n) abort();
+        for (int i = 0; i < n; i++)
+            if (!same(&layers[i], &again[i]) || layers[i].pos < 1) abort();
+        free(text);
+        free(again);
+    } else {
+        if (layers || n != 0 || !e.msg[0] || strchr(e.msg, '\n')) abort();
+    }
+    free(layers);
+    free(spec);
+    return 0;
+}
