@@ -130,6 +130,22 @@ __kernel void pad_input(__global float *xp, __global const float *x, int xoff, i
  * NCHW with its bias. Lanes and rows past the edge are computed from in-bounds (slack) memory
  * and not stored; channels past OC reuse the last channel's weights and are not stored.
  * global = (ceil(OW/16) * ceil(OH/2), ceil(OC/8), N). */
+/* Shared set-up of the direct kernels: one weight base pointer per output channel (channels past
+ * OC reuse the last one; their results are not stored), so each tap is a plain indexed
+ * broadcast load, and the sixteen accumulators. */
+#define DIRECT_SETUP                                                                               \
+    int ckk = C * K * K, last = OC - 1;                                                            \
+    __global const float *w0 = w + woff + min(oc0 + 0, last) * ckk;                               \
+    __global const float *w1 = w + woff + min(oc0 + 1, last) * ckk;                               \
+    __global const float *w2 = w + woff + min(oc0 + 2, last) * ckk;                               \
+    __global const float *w3 = w + woff + min(oc0 + 3, last) * ckk;                               \
+    __global const float *w4 = w + woff + min(oc0 + 4, last) * ckk;                               \
+    __global const float *w5 = w + woff + min(oc0 + 5, last) * ckk;                               \
+    __global const float *w6 = w + woff + min(oc0 + 6, last) * ckk;                               \
+    __global const float *w7 = w + woff + min(oc0 + 7, last) * ckk;                               \
+    float16 a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;                        \
+    float16 b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0, b6 = 0, b7 = 0;
+
 #define ACC_ROW(r)                                                                                 \
     {                                                                                              \
         float16 wv = (float16)(w##r[tap]);                                                         \
@@ -162,18 +178,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
     int t = get_global_id(0), oc0 = get_global_id(1) * 8, n = get_global_id(2);
     int ow0 = (t % tiles_w) * 16, oh0 = (t / tiles_w) * 2;
     if (oh0 >= OH || oc0 >= OC) return;
-    int ckk = C * K * K, last = OC - 1;
-    /* One base pointer per channel: the taps are then plain indexed broadcast loads. */
-    __global const float *w0 = w + woff + min(oc0 + 0, last) * ckk;
-    __global const float *w1 = w + woff + min(oc0 + 1, last) * ckk;
-    __global const float *w2 = w + woff + min(oc0 + 2, last) * ckk;
-    __global const float *w3 = w + woff + min(oc0 + 3, last) * ckk;
-    __global const float *w4 = w + woff + min(oc0 + 4, last) * ckk;
-    __global const float *w5 = w + woff + min(oc0 + 5, last) * ckk;
-    __global const float *w6 = w + woff + min(oc0 + 6, last) * ckk;
-    __global const float *w7 = w + woff + min(oc0 + 7, last) * ckk;
-    float16 a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-    float16 b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0, b6 = 0, b7 = 0;
+    DIRECT_SETUP
     for (int c = 0; c < C; c++) {
         __global const float *plane = xp + ((n * C + c) * Hp + oh0) * Wp + ow0;
         for (int kh = 0; kh < K; kh++) {
@@ -210,18 +215,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1_w8(
     int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH) {
     int oh0 = get_global_id(0) * 4, oc0 = get_global_id(1) * 8, n = get_global_id(2);
     if (oh0 >= OH || oc0 >= OC) return;
-    int ckk = C * K * K, last = OC - 1;
-    /* One base pointer per channel: the taps are then plain indexed broadcast loads. */
-    __global const float *w0 = w + woff + min(oc0 + 0, last) * ckk;
-    __global const float *w1 = w + woff + min(oc0 + 1, last) * ckk;
-    __global const float *w2 = w + woff + min(oc0 + 2, last) * ckk;
-    __global const float *w3 = w + woff + min(oc0 + 3, last) * ckk;
-    __global const float *w4 = w + woff + min(oc0 + 4, last) * ckk;
-    __global const float *w5 = w + woff + min(oc0 + 5, last) * ckk;
-    __global const float *w6 = w + woff + min(oc0 + 6, last) * ckk;
-    __global const float *w7 = w + woff + min(oc0 + 7, last) * ckk;
-    float16 a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-    float16 b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0, b6 = 0, b7 = 0;
+    DIRECT_SETUP
     for (int c = 0; c < C; c++) {
         __global const float *plane = xp + ((n * C + c) * Hp + oh0) * Wp;
         for (int kh = 0; kh < K; kh++) {

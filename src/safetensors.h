@@ -118,8 +118,7 @@ clcnn_status clcnn_st_write(const char *path, const clcnn_st_entry *entries, int
  * leaving nothing behind on failure; commit renames tmp over path and syncs the directory, and
  * removes tmp when the rename fails. A caller that gives up between the two removes tmp. */
 clcnn_status clcnn_st_write_tmp(const char *path, const clcnn_st_entry *entries, int n,
-                                const char *const *meta, int n_meta, char **tmp,
-                                clcnn_error *e);
+                                const char *const *meta, int n_meta, char **tmp, clcnn_error *e);
 clcnn_status clcnn_st_commit(const char *tmp, const char *path, clcnn_error *e);
 
 #endif
