@@ -224,10 +224,13 @@ static void release_batch(clcnn_model *m) {
         release(&m->gact[i]);
     for (int i = 0; m->argmax && i < m->n_layers; i++)
         release(&m->argmax[i]);
+    for (int i = 0; m->keep_col && i < m->n_layers; i++)
+        release(&m->keep_col[i]);
     free(m->act);
     free(m->gact);
     free(m->argmax);
-    m->act = m->gact = m->argmax = NULL;
+    free(m->keep_col);
+    m->act = m->gact = m->argmax = m->keep_col = NULL;
     release(&m->labels);
     release(&m->loss_vec);
     release(&m->correct_vec);

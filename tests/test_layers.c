@@ -146,9 +146,9 @@ static void test_conv(const conv_case *t) {
                                 NULL) == 0);
     snprintf(what, sizeof what, "%s grad w (no gx)", name);
     compare(what, dg, woff, gw, nw);
-    cl_mem bufs[] = {dp, dg, dx, dy, dgy, dgx, ws.col, ws.rows};
+    cl_mem bufs[] = {dp, dg, dx, dy, dgy, dgx, ws.col, ws.rows, keep, ws.wflip, ws.xpad};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        clReleaseMemObject(bufs[i]);
+        if (bufs[i]) clReleaseMemObject(bufs[i]);
     free(x), free(w), free(b), free(y), free(gy), free(gx), free(gw), free(gb), free(params);
 }
 
