@@ -50,6 +50,18 @@ static clcnn_status conv_direct(clcnn_context *ctx, clcnn_workspace *ws,
     CLCNN_ARG(&a, hp);
     CLCNN_ARG(&a, wp);
     if ((st = clcnn_launch1d(ctx, pad, &a, (size_t)nc * hp))) return st;
+    /* Zero the slack past the data too: the kernels read it in lanes they do not store, but
+     * the weight gradient multiplies those lanes by zeros, and 0 * NaN (left-over bytes) would
+     * poison the sum. */
+    clcnn_kern *fill = clcnn_kernel_must(ctx, "fill_f32");
+    int slack_off = nc * hp * wp, slack = 3 * wp + 32;
+    float zero = 0.0f;
+    clcnn_args z = {fill->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&z, ws->xpad);
+    CLCNN_ARG(&z, slack_off);
+    CLCNN_ARG(&z, slack);
+    CLCNN_ARG(&z, zero);
+    if ((st = clcnn_launch1d(ctx, fill, &z, (size_t)slack))) return st;
     if (!y) return CLCNN_SUCCESS; /* padding only (the weight gradient's input) */
     if (s->OW == 8) k = clcnn_kernel_must(ctx, "conv_direct_s1_w8");
     clcnn_args b = {k->k, 0, CL_SUCCESS};
