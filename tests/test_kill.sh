@@ -6,6 +6,7 @@
 # logged must equal, digit for digit, the same step's in a run never interrupted; and the last
 # checkpoint must be byte-identical to that run's. Usage: test_kill.sh CLCNN_TRAIN [TRIALS]
 set -u
+shopt -s nullglob
 bin=$1
 trials=${2:-8}
 src=$(cd "$(dirname "$0")" && pwd)
@@ -20,10 +21,11 @@ RANDOM=$seed
 echo "random seed $seed (CLCNN_KILL_SEED=$seed repeats the kill times)"
 
 "$bin" --list-devices >/dev/null 2>&1 || { echo "no OpenCL device: skipping"; exit 77; }
-python3 "$src/make_cifar.py" "$work/data" 128 64 32 || { echo "FAIL: cannot write the data set"; exit 1; }
-# 192 training images in batches of 8: 24 steps and one checkpoint pair (weights and Adam's two
-# moment buffers, 0.6 + 1.2 MB) per epoch, a save every half second or so.
-epochs=10
+python3 "$src/make_cifar.py" "$work/data" 96 32 32 || { echo "FAIL: cannot write the data set"; exit 1; }
+# 128 training images in batches of 8: 16 steps and one checkpoint pair (weights and Adam's two
+# moment buffers, 0.6 + 1.2 MB) per epoch, a save every quarter second or so. Twenty epochs, so
+# that the trials (each advances the run by one to about two epochs) never reach the end.
+epochs=20
 common=(--data "$work/data" --model seed-relu --optimizer adam --batch-size 8 --epochs $epochs
         --seed 3 --log-every 1 --no-tensorboard)
 strip() { sed -n 's/,"elapsed_s":[0-9.]*,"images_per_s":[0-9.]*//; /}$/p' "$@"; }
@@ -67,19 +69,28 @@ while :; do
     fi
     how=
     if [ $((attempt % 2)) = 0 ]; then
-        # During a save: the moment this process's temporary file appears.
+        # During a save: the moment this process's temporary file appears, in its first save or
+        # (at random) once it has completed one, so that these trials move the run on too.
+        # Globs, not commands: a fork in this loop would let the save finish before the kill.
+        saves=("$work"/run/epoch_*[0-9].safetensors)
+        need=$((${#saves[@]} + RANDOM % 2))
         while kill -0 $pid 2>/dev/null; do
-            if compgen -G "$work/run/*.tmp.$pid" >/dev/null; then
+            saves=("$work"/run/epoch_*[0-9].safetensors)
+            [ ${#saves[@]} -ge $need ] || continue
+            tmps=("$work"/run/*.tmp.$pid)
+            if [ ${#tmps[@]} -gt 0 ]; then
                 kill -9 $pid 2>/dev/null && how="during a save"
                 break
             fi
         done
     else
-        # At a random moment in the first 80% of what is left of the run (start-up included).
+        # At a random moment of what is left of the run (start-up included), but within about
+        # two epochs, so that the run does not finish before the last trial.
         done_epochs=0
         if [ -n "$last" ]; then done_epochs=${last##*/epoch_}; done_epochs=${done_epochs%.safetensors}; fi
         delay=$(awk -v r=$RANDOM -v t="$t_ref" -v e=$epochs -v d="$done_epochs" \
-            'BEGIN { printf "%.3f", r / 32768 * 0.8 * t * (e - d) / e }')
+            'BEGIN { m = 0.8 * t * (e - d) / e; if (m > 2 * t / e) m = 2 * t / e
+                    printf "%.3f", r / 32768 * m }')
         sleep "$delay"
         kill -9 $pid 2>/dev/null && how="at a random moment ($delay s)"
     fi
