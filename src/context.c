@@ -108,9 +108,20 @@ clcnn_status clcnn_launch_nd(clcnn_context *ctx, const clcnn_kern *k, const clcn
     return CLCNN_SUCCESS;
 }
 
+/* The context's own copy of a section label (the last slot collects any overflow). */
+static const char *intern_label(clcnn_context *ctx, const char *label) {
+    for (int i = 0; i < ctx->prof_nstrings; i++)
+        if (!strcmp(ctx->prof_strings[i], label)) return ctx->prof_strings[i];
+    if (ctx->prof_nstrings == 64) return ctx->prof_strings[63];
+    char *dst = ctx->prof_strings[ctx->prof_nstrings++];
+    snprintf(dst, sizeof ctx->prof_strings[0], "%s",
+             ctx->prof_nstrings == 64 ? "other sections" : label);
+    return dst;
+}
+
 void clcnn_prof_section(clcnn_context *ctx, const char *label, double flops) {
     if (!ctx->profiling) return;
-    ctx->prof_label = label;
+    ctx->prof_label = label = label ? intern_label(ctx, label) : NULL;
     if (!label || flops <= 0) return;
     int k = 0;
     while (k < ctx->prof_nflop && strcmp(ctx->prof_flop_names[k], label) != 0)

@@ -38,6 +38,10 @@ struct clcnn_context {
     const char **prof_names;
     int prof_n, prof_cap;
     const char *prof_label;
+    /* Section labels are copied here, so a report stays valid after the model that named the
+     * sections is freed; interned for the context's lifetime. */
+    char prof_strings[64][48];
+    int prof_nstrings;
     const char *prof_flop_names[64]; /* floating-point work recorded per section */
     double prof_flops[64];
     int prof_nflop;

@@ -253,6 +253,24 @@ int main(void) {
     free(plats);
 
     clcnn_context_free(ctx);
+
+    /* A profile report after the model that labelled its sections is gone (ASan watches). */
+    clcnn_context_options popts = {1, 0};
+    ctx = NULL;
+    CHECK(clcnn_context_create(&ctx, devs, idx, &popts) == CLCNN_SUCCESS);
+    {
+        clcnn_model *pm = NULL;
+        float px[2 * C * H * W] = {0};
+        uint8_t py[2] = {0, 1};
+        CHECK(clcnn_model_create(&pm, ctx, "conv(2,3) flatten linear(4)", C, H, W, 1) ==
+              CLCNN_SUCCESS);
+        CHECK(clcnn_model_train_batch(pm, px, py, 2) == CLCNN_SUCCESS);
+        clcnn_model_free(pm);
+        char rep[4096];
+        CHECK(clcnn_context_profile_report(ctx, rep, sizeof rep) > 0);
+        CHECK(strstr(rep, "0 Conv2d forward") != NULL);
+    }
+    clcnn_context_free(ctx);
     clcnn_devices_free(devs);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
