@@ -1,6 +1,7 @@
 /* Training-step benchmark: N steps of a model on synthetic data (no disk I/O), reporting
  * images/s and ms/step; with CLCNN_PROFILE=1 a per-layer breakdown from OpenCL profiling
- * events (GFLOP/s of each conv and linear layer); with --peak the device's measured fp32 FMA
+ * events (GFLOP/s of each conv and linear layer), CLCNN_PROFILE=kernels splits each layer's
+ * row per kernel; with --peak the device's measured fp32 FMA
  * peak. Usage: bench_train [--model SPEC] [--batch N] [--steps N] [--warmup N]
  * [--input CxHxW] [--platform P] [--device D] [--peak]. Not part of the test suite. */
 #include <stdio.h>

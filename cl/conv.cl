@@ -79,12 +79,21 @@ __kernel void bias_grad(__global float *gb, int boff, __global const float *gy, 
                         int C, int HW, int accumulate) {
     int c = get_global_id(0);
     if (c >= C) return;
-    float acc = 0.0f;
+    /* Sixteen partial sums along each row (the seed's conv0 sums 65536 values per channel: a
+     * single scalar chain of dependent adds was 50x slower), then the row's tail. */
+    float16 acc = 0.0f;
+    float tail = 0.0f;
+    int hw16 = HW & ~15;
     for (int n = 0; n < N; n++) {
         __global const float *row = gy + gyoff + (n * C + c) * HW;
-        for (int p = 0; p < HW; p++) acc += row[p];
+        for (int p = 0; p < hw16; p += 16) acc += vload16(0, row + p);
+        for (int p = hw16; p < HW; p++) tail += row[p];
     }
-    gb[boff + c] = accumulate ? gb[boff + c] + acc : acc;
+    float8 h8 = acc.lo + acc.hi;
+    float4 h4 = h8.lo + h8.hi;
+    float2 h2 = h4.lo + h4.hi;
+    float sum = h2.x + h2.y + tail;
+    gb[boff + c] = accumulate ? gb[boff + c] + sum : sum;
 }
 
 /* y[yoff + (n*C + c)*HW + p] += b[boff + c] */
@@ -322,4 +331,77 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_s1(
     GW_STORE(1, 0) GW_STORE(1, 1) GW_STORE(1, 2) GW_STORE(1, 3)
     GW_STORE(2, 0) GW_STORE(2, 1) GW_STORE(2, 2) GW_STORE(2, 3)
     GW_STORE(3, 0) GW_STORE(3, 1) GW_STORE(3, 2) GW_STORE(3, 3)
+}
+
+/* gy (N, OC, OHW) to pixel-major rows gyt[(n*OHW + p)*OCp + oc], channels padded with zeros to
+ * OCp (a multiple of 32): the operand layout of conv_wgrad_rows. One work-item per pixel (on
+ * PoCL this ran faster than 16-pixel blocks or a local-memory tile transpose). */
+__kernel void gy_to_rows_pad(__global float *gyt, __global const float *gy, int gyoff, int N,
+                             int OC, int OHW, int OCp) {
+    int r = get_global_id(0);
+    if (r >= N * OHW) return;
+    int p = r % OHW, n = r / OHW;
+    __global const float *src = gy + gyoff + n * OC * OHW + p;
+    __global float *dst = gyt + (long)r * OCp;
+    for (int oc = 0; oc < OC; oc++) dst[oc] = src[oc * OHW];
+    for (int oc = OC; oc < OCp; oc++) dst[oc] = 0.0f;
+}
+
+/* Stride-1 weight gradient as a GEMM over pixels, shaped for CPU devices:
+ * gw[oc, tap] = sum over (n, oh, ow) of gyt[pixel, oc] * xp[n, c, oh + kh, ow + kw], with
+ * tap = (c*K + kh)*K + kw. One work-item per work-group owns 8 taps x 32 channels in sixteen
+ * float16 accumulators (channels in the lanes, so no reduction across lanes): per pixel, two
+ * vloads of gy's row and eight broadcast input values into explicit fmas, the input read in
+ * place from the padded image (an implicit im2col). The pixels are split into S slices of
+ * `nb` images, each work-item summing one slice into its own partial gw at out + s*ostride
+ * (reduced afterwards unless S is 1): a slice of gy rows stays in cache while every tap tile
+ * of the slice passes over it. Taps past CKK and channels past OC are computed from clamped
+ * addresses and zero lanes, and not stored.
+ * global = (ceil(CKK/8), OCp/32, S). */
+#define WT_TAP(t)                                                                                  \
+    q = min(t0 + t, CKK - 1), kw = q % K, kh = (q / K) % K, c = q / (K * K);                       \
+    int xo##t = (c * Hp + kh) * Wp + kw;
+#define WT_ACC(t)                                                                                  \
+    {                                                                                              \
+        float16 xv = (float16)(xr[xo##t]);                                                         \
+        a##t = fma(xv, g0, a##t);                                                                  \
+        b##t = fma(xv, g1, b##t);                                                                  \
+    }
+#define WT_STORE(t)                                                                                \
+    if (t0 + t < CKK) {                                                                            \
+        float la[16], lb[16];                                                                      \
+        vstore16(a##t, 0, la);                                                                     \
+        vstore16(b##t, 0, lb);                                                                     \
+        for (int l = 0; l < 16; l++) {                                                             \
+            if (oc0 + l < OC) o[(oc0 + l) * CKK + t0 + t] = la[l];                                 \
+            if (oc0 + 16 + l < OC) o[(oc0 + 16 + l) * CKK + t0 + t] = lb[l];                       \
+        }                                                                                          \
+    }
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_rows(
+    __global float *out, int outoff, int ostride, __global const float *gyt, int OCp,
+    __global const float *xp, int N, int nb, int C, int Hp, int Wp, int OC, int K, int OH,
+    int OW) {
+    int CKK = C * K * K, t0 = get_global_id(0) * 8, oc0 = get_global_id(1) * 32;
+    int s = get_global_id(2), n0 = s * nb, n1 = min(N, n0 + nb);
+    if (t0 >= CKK || oc0 >= OCp) return;
+    int q, kw, kh, c;
+    WT_TAP(0) WT_TAP(1) WT_TAP(2) WT_TAP(3) WT_TAP(4) WT_TAP(5) WT_TAP(6) WT_TAP(7)
+    float16 a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    float16 b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0, b6 = 0, b7 = 0;
+    for (int n = n0; n < n1; n++) {
+        __global const float *g = gyt + (long)n * OH * OW * OCp + oc0;
+        __global const float *xn = xp + (long)n * C * Hp * Wp;
+        for (int oh = 0; oh < OH; oh++) {
+            __global const float *xr = xn + oh * Wp;
+            for (int ow = 0; ow < OW; ow++, xr++, g += OCp) {
+                float16 g0 = vload16(0, g), g1 = vload16(0, g + 16);
+                WT_ACC(0) WT_ACC(1) WT_ACC(2) WT_ACC(3)
+                WT_ACC(4) WT_ACC(5) WT_ACC(6) WT_ACC(7)
+            }
+        }
+    }
+    __global float *o = out + outoff + s * ostride;
+    WT_STORE(0) WT_STORE(1) WT_STORE(2) WT_STORE(3)
+    WT_STORE(4) WT_STORE(5) WT_STORE(6) WT_STORE(7)
 }

@@ -75,6 +75,31 @@ __kernel void maxpool_backward(__global float *gx, int gxoff, __global const flo
     gx[gxoff + i] = acc;
 }
 
+/* The backward of maxpool2_forward: one work-item per output row writes both input rows of
+ * its windows whole (gy at the argmax, zeros elsewhere), plus the odd column or row that no
+ * window covers, so no separate zero fill is needed. */
+__kernel void maxpool2_backward(__global float *gx, int gxoff, __global const float *gy,
+                                int gyoff, __global const int *argmax, int NC, int H, int W,
+                                int OH, int OW) {
+    int r = get_global_id(0);
+    if (r >= NC * OH) return;
+    int oh = r % OH, nc = r / OH;
+    __global float *g0 = gx + gxoff + (nc * H + 2 * oh) * W, *g1 = g0 + W;
+    __global const float *gr = gy + gyoff + r * OW;
+    __global const int *ar = argmax + r * OW;
+    for (int ow = 0; ow < OW; ow++) {
+        float v = gr[ow];
+        int b = ar[ow] - 2 * oh * W - 2 * ow;
+        g0[2 * ow] = b == 0 ? v : 0.0f;
+        g0[2 * ow + 1] = b == 1 ? v : 0.0f;
+        g1[2 * ow] = b == W ? v : 0.0f;
+        g1[2 * ow + 1] = b == W + 1 ? v : 0.0f;
+    }
+    if (W > 2 * OW) g0[W - 1] = g1[W - 1] = 0.0f;
+    if (oh == OH - 1)
+        for (int i = (2 * OH) * W; i < H * W; i++) g0[i - 2 * oh * W] = 0.0f;
+}
+
 /* Non-overlapping windows (stride >= K): each input pixel belongs to at most one window, so
  * the gradient is a scatter of gy to the argmax positions of a zeroed gx; one work-item per
  * output. Much cheaper than the gather above, and still free of write conflicts. */

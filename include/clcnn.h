@@ -170,9 +170,11 @@ double clcnn_context_build_seconds(const clcnn_context *ctx);
  * quarter of a second), for reading benchmark figures as a fraction of peak. */
 clcnn_status clcnn_context_measure_peak(clcnn_context *ctx, double *gflops);
 
-/* With enable_profiling: waits for the queue, then writes one line per kernel name (calls,
- * total device milliseconds, share) for every launch since the previous report, and starts a
- * new collection. snprintf-style return value; 0 when profiling is off. */
+/* With enable_profiling: waits for the queue, then writes one line per layer section (or kernel
+ * name outside a layer) with calls, total device milliseconds, share and GFLOP/s, for every
+ * launch since the previous report, and starts a new collection. With CLCNN_PROFILE=kernels in
+ * the environment when the context was created, each layer's line is split per kernel.
+ * snprintf-style return value; 0 when profiling is off. */
 size_t clcnn_context_profile_report(clcnn_context *ctx, char *buf, size_t size);
 
 /* ---------------------------------------------------------------------------------------- */

@@ -96,6 +96,19 @@ clcnn_status clcnn_launch1d(clcnn_context *ctx, const clcnn_kern *k, const clcnn
     return CLCNN_SUCCESS;
 }
 
+clcnn_status clcnn_launch_items(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,
+                                size_t n) {
+    size_t one = 1;
+    cl_int rc;
+    if (a->rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a->rc, k->name);
+    if (n == 0) return CLCNN_SUCCESS;
+    rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, NULL, &n,
+                                ctx->info.type == CLCNN_DEVICE_GPU ? NULL : &one, 0, NULL,
+                                clcnn_prof_slot(ctx, k->name));
+    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
+    return CLCNN_SUCCESS;
+}
+
 clcnn_status clcnn_launch_nd(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,
                              cl_uint dims, const size_t *global) {
     cl_int rc;
@@ -108,14 +121,20 @@ clcnn_status clcnn_launch_nd(clcnn_context *ctx, const clcnn_kern *k, const clcn
     return CLCNN_SUCCESS;
 }
 
+/* CLCNN_PROFILE=kernels splits each profiled section into its kernels. */
+static int prof_by_kernel(void) {
+    const char *e = getenv("CLCNN_PROFILE");
+    return e && strcmp(e, "kernels") == 0;
+}
+
 /* The context's own copy of a section label (the last slot collects any overflow). */
 static const char *intern_label(clcnn_context *ctx, const char *label) {
     for (int i = 0; i < ctx->prof_nstrings; i++)
         if (!strcmp(ctx->prof_strings[i], label)) return ctx->prof_strings[i];
-    if (ctx->prof_nstrings == 64) return ctx->prof_strings[63];
+    if (ctx->prof_nstrings == 128) return ctx->prof_strings[127];
     char *dst = ctx->prof_strings[ctx->prof_nstrings++];
     snprintf(dst, sizeof ctx->prof_strings[0], "%s",
-             ctx->prof_nstrings == 64 ? "other sections" : label);
+             ctx->prof_nstrings == 128 ? "other sections" : label);
     return dst;
 }
 
@@ -135,7 +154,13 @@ void clcnn_prof_section(clcnn_context *ctx, const char *label, double flops) {
 
 cl_event *clcnn_prof_slot(clcnn_context *ctx, const char *name) {
     if (!ctx->profiling) return NULL;
-    if (ctx->prof_label) name = ctx->prof_label;
+    if (ctx->prof_label && ctx->prof_by_kernel) {
+        char both[64];
+        snprintf(both, sizeof both, "%.24s: %s", ctx->prof_label, name);
+        name = intern_label(ctx, both);
+    } else if (ctx->prof_label) {
+        name = ctx->prof_label;
+    }
     if (ctx->prof_n == ctx->prof_cap) {
         int cap = ctx->prof_cap ? ctx->prof_cap * 2 : 256;
         cl_event *ev = realloc(ctx->prof_events, (size_t)cap * sizeof *ev);
@@ -157,7 +182,7 @@ static void prof_clear(clcnn_context *ctx) {
 }
 
 size_t clcnn_context_profile_report(clcnn_context *ctx, char *buf, size_t size) {
-    enum { MAXK = 64 };
+    enum { MAXK = 128 };
     const char *names[MAXK];
     double ms[MAXK], total = 0;
     int calls[MAXK], nk = 0;
@@ -191,8 +216,8 @@ size_t clcnn_context_profile_report(clcnn_context *ctx, char *buf, size_t size) 
         if (flops > 0 && ms[k] > 0)
             snprintf(rate, sizeof rate, "%8.1f GFLOP/s", flops / ms[k] * 1e-6);
         int n = snprintf(used < size ? buf + used : NULL, used < size ? size - used : 0,
-                         "%-26s %6d launches %10.3f ms %5.1f%% %s\n", names[k], calls[k], ms[k],
-                         total > 0 ? 100.0 * ms[k] / total : 0.0, rate);
+                         "%-*s %6d launches %10.3f ms %5.1f%% %s\n", ctx->prof_by_kernel ? 48 : 26,
+                         names[k], calls[k], ms[k], total > 0 ? 100.0 * ms[k] / total : 0.0, rate);
         if (n > 0) used += (size_t)n;
     }
     prof_clear(ctx);
@@ -241,6 +266,7 @@ clcnn_status clcnn_context_create(clcnn_context **out, const clcnn_devices *devs
                           clcnn_devices_count(devs), clcnn_devices_count(devs) == 1 ? "" : "s");
     clcnn_devices_get(devs, index, &ctx->info);
     ctx->profiling = opts && opts->enable_profiling;
+    ctx->prof_by_kernel = prof_by_kernel();
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform, 0};
     ctx->context = clCreateContext(props, 1, &ctx->device, NULL, NULL, &rc);
     if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, "clCreateContext");
@@ -287,6 +313,7 @@ clcnn_status clcnn_context_create_from_cl(clcnn_context **out, void *cl_ctx, voi
     clcnn_device_query(ctx->platform, ctx->device, &ctx->info);
     ctx->info.global_index = ctx->info.platform_index = ctx->info.device_index = -1;
     ctx->profiling = (qprops & CL_QUEUE_PROFILING_ENABLE) != 0;
+    ctx->prof_by_kernel = prof_by_kernel();
     return finish_context(ctx, opts, t0);
 }
 

@@ -40,8 +40,9 @@ struct clcnn_context {
     const char *prof_label;
     /* Section labels are copied here, so a report stays valid after the model that named the
      * sections is freed; interned for the context's lifetime. */
-    char prof_strings[64][48];
+    char prof_strings[128][64];
     int prof_nstrings;
+    int prof_by_kernel;              /* CLCNN_PROFILE=kernels: one row per (section, kernel) */
     const char *prof_flop_names[64]; /* floating-point work recorded per section */
     double prof_flops[64];
     int prof_nflop;
@@ -71,6 +72,11 @@ void clcnn_arg(clcnn_args *a, size_t size, const void *value);
 /* Enqueues k over n work-items in 1-D (rounded up to the work-group size: kernels guard
  * against i >= n). Records failures in ctx->err. */
 clcnn_status clcnn_launch1d(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a, size_t n);
+/* Launches n work-items that each run a long loop: one per work-group on CPU devices, so the
+ * items spread over the cores (a 64-item group would keep a short range on one core); the
+ * driver's choice on GPUs. */
+clcnn_status clcnn_launch_items(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,
+                                size_t n);
 /* Enqueues k over a 2-D or 3-D range exactly as given, letting the driver choose the local
  * size; used for kernels whose work-items are heavy enough that the group shape is moot. */
 clcnn_status clcnn_launch_nd(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,

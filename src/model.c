@@ -306,7 +306,12 @@ clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
             }
             if (xp > xpad) xpad = xp;
             if (xg > xpad) xpad = xg;
-            /* Direct forward, weight gradient and input gradient: no im2col scratch at all. */
+            /* Direct forward, weight gradient and input gradient: no im2col scratch, only the
+             * weight gradient's rows and partial sums. */
+            size_t wr, wc;
+            clcnn_conv2d_wgrad_scratch(m->ctx, &L->conv, n, &wr, &wc);
+            if (wr > rows) rows = wr;
+            if (wc > col) col = wc;
             if (xp && xg) continue;
             clcnn_conv2d_scratch(&L->conv, 1, &per_col, &per_rows);
             size_t chunk = WORKSPACE_FLOATS / (per_col ? per_col : 1);

@@ -62,7 +62,8 @@ static void compare(const char *what, cl_mem b, int off, const double *ref, size
         maxref = fmax(maxref, fabs(ref[i]));
     for (size_t i = 0; i < n; i++) {
         double e = fabs((double)f[i] - ref[i]);
-        if (!(e <= maxerr)) maxerr = e, worst = i;
+        if (isnan(e)) e = INFINITY; /* a NaN must not be forgotten when a later error is finite */
+        if (e > maxerr) maxerr = e, worst = i;
     }
     double tol = 2e-5 * maxref + 1e-6;
     CHECK_MSG(maxerr <= tol, "%s: max error %.3g at %zu (got %.9g, want %.9g), tolerance %.3g",
@@ -129,6 +130,12 @@ static void test_conv(const conv_case *t) {
         ws.xpad = dev(nan, xp), ws.xpad_cap = xp;
         free(nan);
     }
+    if (xp) { /* the direct weight gradient's scratch */
+        size_t wr, wc;
+        clcnn_conv2d_wgrad_scratch(ctx, &s, t->N, &wr, &wc);
+        if (wr > rows) rows = wr;
+        if (wc > col) col = wc;
+    }
     ws.col = dev(NULL, col), ws.col_cap = col;
     ws.rows = dev(NULL, rows), ws.rows_cap = rows;
     /* The kept-im2col path: the batch's matrix in its own buffer, reused by the backward. */
@@ -172,7 +179,12 @@ static void test_pool(int N, int C, int H, int W, int K, int stride, int pad, in
     clcnn_ref_maxpool2d_forward(y, am, x, N, C, H, W, K, stride, pad);
     clcnn_ref_maxpool2d_backward(gx, gy, am, N, C, H, W, K, stride, pad);
     cl_mem dx = dev_at(x, nx, 1), dy = dev_at(NULL, ny, 2), dgy = dev_at(gy, ny, 3);
-    cl_mem dgx = dev_at(NULL, nx, 4), dargmax = dev(NULL, ny);
+    /* gx starts as NaN: the backward must write every element, the uncovered edges too */
+    double *nan_fill = malloc(nx * sizeof *nan_fill);
+    for (size_t i = 0; i < nx; i++)
+        nan_fill[i] = NAN;
+    cl_mem dgx = dev_at(nan_fill, nx, 4), dargmax = dev(NULL, ny);
+    free(nan_fill);
     CHECK(clcnn_maxpool2d_forward(ctx, dy, 2, dargmax, dx, 1, N * C, H, W, K, stride, pad, OH,
                                   OW) == 0);
     snprintf(what, sizeof what, "%s forward", name);
@@ -295,6 +307,9 @@ int main(void) {
         {5, 3, 37, 40, 8, 3, 1, 1, 1, 0},  /* 7400 pixels: split-K weight gradient */
         {3, 5, 8, 8, 6, 3, 1, 1, 1, 0},    /* 8-wide maps: two rows per vector */
         {2, 4, 9, 8, 5, 3, 1, 1, 1, 0},    /* 8 wide, odd height */
+        {2, 8, 9, 10, 20, 5, 1, 2, 1, 0},  /* 200 taps: the row-GEMM weight gradient, OC 20 */
+        {3, 6, 8, 8, 40, 5, 1, 2, 0, 0},   /* row GEMM, two 32-channel tiles, 8 wide */
+        {3, 6, 40, 40, 33, 5, 1, 2, 1, 0}, /* row GEMM in 3 batch slices, summed */
     };
     for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++)
         test_conv(&convs[i]);

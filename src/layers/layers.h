@@ -34,6 +34,11 @@ int clcnn_conv2d_grad_input_shape(const clcnn_conv2d_shape *s, clcnn_conv2d_shap
  * layer does not take that path on this context (it is for stride 1 on CPU devices). */
 size_t clcnn_conv2d_direct_scratch(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N);
 
+/* Floats of rows and col scratch the direct weight gradient needs for N images (gy as pixel
+ * rows, per-slice partial sums), or 0 and 0 off the direct path. */
+void clcnn_conv2d_wgrad_scratch(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N,
+                                size_t *rows, size_t *col);
+
 /* Floats of col and rows scratch that `chunk` images of this layer need. */
 void clcnn_conv2d_scratch(const clcnn_conv2d_shape *s, int chunk, size_t *col, size_t *rows);
 

@@ -41,7 +41,7 @@ clcnn_status clcnn_linear_backward(clcnn_context *ctx, cl_mem gx, int gxoff, cl_
         CLCNN_ARG(&a, OUT);
         CLCNN_ARG(&a, one);
         CLCNN_ARG(&a, acc);
-        if ((st = clcnn_launch1d(ctx, k, &a, (size_t)OUT))) return st;
+        if ((st = clcnn_launch_items(ctx, k, &a, (size_t)OUT))) return st;
     }
     if (!gx) return CLCNN_SUCCESS;
     /* gx[N, IN] = gy . w */

@@ -40,6 +40,21 @@ clcnn_status clcnn_maxpool2d_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_
 clcnn_status clcnn_maxpool2d_backward(clcnn_context *ctx, cl_mem gx, int gxoff, cl_mem gy,
                                       int gyoff, cl_mem argmax, int NC, int H, int W, int K,
                                       int stride, int pad, int OH, int OW) {
+    if (K == 2 && stride == 2 && pad == 0) {
+        clcnn_kern *k2 = clcnn_kernel_must(ctx, "maxpool2_backward");
+        clcnn_args a = {k2->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&a, gx);
+        CLCNN_ARG(&a, gxoff);
+        CLCNN_ARG(&a, gy);
+        CLCNN_ARG(&a, gyoff);
+        CLCNN_ARG(&a, argmax);
+        CLCNN_ARG(&a, NC);
+        CLCNN_ARG(&a, H);
+        CLCNN_ARG(&a, W);
+        CLCNN_ARG(&a, OH);
+        CLCNN_ARG(&a, OW);
+        return clcnn_launch1d(ctx, k2, &a, (size_t)NC * OH);
+    }
     if (stride >= K) {
         clcnn_kern *f = clcnn_kernel_must(ctx, "fill_f32"), *sc;
         int count = NC * H * W;
