@@ -180,9 +180,33 @@ __kernel void pad_input(__global float *xp, __global const float *x, int xoff, i
         }                                                                                          \
     }
 
+/* MaxPool2d(2) fused into the store (pool != 0): y is then the pooled output (N, OC, PH, PW)
+ * with PH = OH/2, PW = OW/2, and argmax records, as maxpool2_forward does, the index of each
+ * window's maximum in the OH x OW plane: scan order (0,0), (0,1), (1,0), (1,1), strict '>',
+ * a NaN wins. The values pooled are exactly those the unfused store would write. */
+#define POOL4(m, best, p00, p01, p10, p11, W)                                                      \
+    m = p00, best = 0;                                                                             \
+    if (p01 > m || isnan(p01)) m = p01, best = 1;                                                  \
+    if (p10 > m || isnan(p10)) m = p10, best = W;                                                  \
+    if (p11 > m || isnan(p11)) m = p11, best = W + 1;
+#define POOL_ROW(r)                                                                                \
+    if (oc0 + r < OC && two) {                                                                     \
+        float bias = has_bias ? w[boff + oc0 + r] : 0.0f, t0[16], t1[16], m;                       \
+        int best, ph = oh0 / 2, pw0 = ow0 / 2, npw = min(8, PW - pw0);                             \
+        long o = ((long)(n * OC + oc0 + r) * PH + ph) * PW + pw0;                                  \
+        vstore16(a##r + bias, 0, t0);                                                              \
+        vstore16(b##r + bias, 0, t1);                                                              \
+        for (int j = 0; j < npw; j++) {                                                            \
+            POOL4(m, best, t0[2 * j], t0[2 * j + 1], t1[2 * j], t1[2 * j + 1], OW)                 \
+            y[yoff + o + j] = m;                                                                   \
+            argmax[o + j] = 2 * ph * OW + 2 * (pw0 + j) + best;                                    \
+        }                                                                                          \
+    }
+
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
     __global float *y, int yoff, __global const float *xp, __global const float *w, int woff,
-    int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH, int OW) {
+    int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH, int OW,
+    __global int *argmax, int pool) {
     int tiles_w = (OW + 15) / 16;
     int t = get_global_id(0), oc0 = get_global_id(1) * 8, n = get_global_id(2);
     int ow0 = (t % tiles_w) * 16, oh0 = (t / tiles_w) * 2;
@@ -201,6 +225,12 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
         }
     }
     int nw = min(16, OW - ow0), full = nw == 16, two = oh0 + 1 < OH;
+    if (pool) {
+        int PH = OH / 2, PW = OW / 2;
+        POOL_ROW(0) POOL_ROW(1) POOL_ROW(2) POOL_ROW(3)
+        POOL_ROW(4) POOL_ROW(5) POOL_ROW(6) POOL_ROW(7)
+        return;
+    }
     STORE_ROW(0) STORE_ROW(1) STORE_ROW(2) STORE_ROW(3)
     STORE_ROW(4) STORE_ROW(5) STORE_ROW(6) STORE_ROW(7)
 }
@@ -219,9 +249,30 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
         if (rows > 3) vstore8(s1.hi, 0, yp + 24);                                                  \
     }
 
+/* The fused 2x2 pool of the 8-wide kernel: rows oh0..oh0+3 give pooled rows oh0/2 and
+ * oh0/2 + 1, each 4 wide. */
+#define POOL_ROW8(r)                                                                               \
+    if (oc0 + r < OC) {                                                                            \
+        float bias = has_bias ? w[boff + oc0 + r] : 0.0f, t[32], m;                                \
+        int best;                                                                                  \
+        vstore16(a##r + bias, 0, t);                                                               \
+        vstore16(b##r + bias, 0, t + 16);                                                          \
+        for (int i = 0; i < 2 && oh0 / 2 + i < PH; i++) {                                          \
+            int ph = oh0 / 2 + i;                                                                  \
+            long o = ((long)(n * OC + oc0 + r) * PH + ph) * 4;                                     \
+            for (int j = 0; j < 4; j++) {                                                          \
+                float *q = t + 16 * i + 2 * j;                                                     \
+                POOL4(m, best, q[0], q[1], q[8], q[9], 8)                                          \
+                y[yoff + o + j] = m;                                                               \
+                argmax[o + j] = 2 * ph * 8 + 2 * j + best;                                         \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1_w8(
     __global float *y, int yoff, __global const float *xp, __global const float *w, int woff,
-    int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH) {
+    int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH, __global int *argmax,
+    int pool) {
     int oh0 = get_global_id(0) * 4, oc0 = get_global_id(1) * 8, n = get_global_id(2);
     if (oh0 >= OH || oc0 >= OC) return;
     DIRECT_SETUP
@@ -238,6 +289,12 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1_w8(
                 ACC_ROW(4) ACC_ROW(5) ACC_ROW(6) ACC_ROW(7)
             }
         }
+    }
+    if (pool) {
+        int PH = OH / 2;
+        POOL_ROW8(0) POOL_ROW8(1) POOL_ROW8(2) POOL_ROW8(3)
+        POOL_ROW8(4) POOL_ROW8(5) POOL_ROW8(6) POOL_ROW8(7)
+        return;
     }
     int rows = min(4, OH - oh0);
     STORE_ROW8(0) STORE_ROW8(1) STORE_ROW8(2) STORE_ROW8(3)

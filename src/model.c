@@ -375,6 +375,18 @@ clcnn_status clcnn_model_forward(clcnn_model *m, int n) {
         int boff = L->bparam >= 0 ? (int)m->params[L->bparam].off : -1;
         cl_mem x = m->act[i], y = m->act[i + 1];
         clcnn_prof_section(ctx, L->label[0], L->flops * n);
+        /* A MaxPool2d(2) right after a convolution rides in the convolution's store: its
+         * output, which nothing else reads, is never written. */
+        const clcnn_layer *P = i + 1 < m->n_layers ? &m->layers[i + 1] : NULL;
+        if (d->kind == CLCNN_LAYER_CONV2D && P && P->d.kind == CLCNN_LAYER_MAXPOOL2D &&
+            P->d.kernel == 2 && P->d.stride == 2 && P->d.pad == 0 &&
+            clcnn_conv2d_can_pool(ctx, &m->ws, &L->conv, n)) {
+            st =
+                clcnn_conv2d_forward_pool(ctx, &m->ws, &L->conv, m->act[i + 2], 0, m->argmax[i + 1],
+                                          x, 0, m->p, woff, boff < 0 ? 0 : boff, n);
+            i++;
+            continue;
+        }
         switch (d->kind) {
         case CLCNN_LAYER_CONV2D:
             st = clcnn_conv2d_forward(ctx, &m->ws, &L->conv, y, 0, x, 0, m->p, woff,

@@ -154,6 +154,41 @@ static void test_conv(const conv_case *t) {
         snprintf(what, sizeof what, "%s grad b", name);
         compare(what, dg, boff, gb, (size_t)t->OC);
     }
+    /* A fused MaxPool2d(2) on the direct path: bit for bit what the pool kernel makes of the
+     * unfused output (values and argmax), with the output buffer pre-filled with NaN. Twice:
+     * with the input, and with a zero input, where every window is a four-way tie (output =
+     * bias) that the scan-order rule must break as maxpool2_forward does. */
+    int PH = s.OH / 2, PW = s.OW / 2;
+    for (int zero_in = 0;
+         zero_in < 2 && PH > 0 && PW > 0 && clcnn_conv2d_can_pool(ctx, &ws, &s, t->N); zero_in++) {
+        size_t np = (size_t)t->N * t->OC * PH * PW;
+        double *nan_fill = malloc(np * sizeof *nan_fill);
+        for (size_t i = 0; i < np; i++)
+            nan_fill[i] = NAN;
+        cl_mem in = zero_in ? dev_at(NULL, nx, 3) : dx;
+        cl_mem uy = dev_at(NULL, ny, 2), py = dev_at(NULL, np, 2), pam = dev(NULL, np);
+        cl_mem fy = dev_at(nan_fill, np, 2), fam = dev(NULL, np);
+        CHECK(clcnn_conv2d_forward(ctx, &ws, &s, uy, 2, in, 3, dp, woff, boff, t->N, NULL) == 0);
+        CHECK(clcnn_maxpool2d_forward(ctx, py, 2, pam, uy, 2, t->N * t->OC, s.OH, s.OW, 2, 2, 0, PH,
+                                      PW) == 0);
+        CHECK(clcnn_conv2d_forward_pool(ctx, &ws, &s, fy, 2, fam, in, 3, dp, woff, boff, t->N) ==
+              0);
+        float *ua = malloc(np * 4), *fa = malloc(np * 4);
+        int *ia = malloc(np * sizeof *ia), *ib = malloc(np * sizeof *ib);
+        CHECK(clEnqueueReadBuffer(ctx->queue, py, CL_TRUE, 8, np * 4, ua, 0, NULL, NULL) == 0);
+        CHECK(clEnqueueReadBuffer(ctx->queue, fy, CL_TRUE, 8, np * 4, fa, 0, NULL, NULL) == 0);
+        CHECK(clEnqueueReadBuffer(ctx->queue, pam, CL_TRUE, 0, np * 4, ia, 0, NULL, NULL) == 0);
+        CHECK(clEnqueueReadBuffer(ctx->queue, fam, CL_TRUE, 0, np * 4, ib, 0, NULL, NULL) == 0);
+        size_t bad = 0;
+        for (size_t i = 0; i < np; i++)
+            bad += memcmp(&ua[i], &fa[i], 4) != 0 || ia[i] != ib[i];
+        CHECK_MSG(bad == 0, "%s: fused pool differs from conv + pool in %zu of %zu outputs%s", name,
+                  bad, np, zero_in ? " (zero input: ties)" : "");
+        free(ua), free(fa), free(ia), free(ib), free(nan_fill);
+        cl_mem rel[] = {uy, py, pam, fy, fam, zero_in ? in : NULL};
+        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++)
+            if (rel[i]) clReleaseMemObject(rel[i]);
+    }
     /* Without gx (first layer): weight gradient unchanged, still correct. */
     CHECK(clcnn_conv2d_backward(ctx, &ws, &s, NULL, 0, dg, woff, boff, dgy, 1, dx, 3, dp, t->N,
                                 NULL) == 0);

@@ -69,7 +69,7 @@ void clcnn_conv2d_wgrad_scratch(const clcnn_context *ctx, const clcnn_conv2d_sha
 /* The direct stride-1 convolution: pad the input once, then one launch for the batch. */
 static clcnn_status conv_direct(clcnn_context *ctx, clcnn_workspace *ws,
                                 const clcnn_conv2d_shape *s, cl_mem y, int yoff, cl_mem x, int xoff,
-                                cl_mem params, int woff, int boff, int N) {
+                                cl_mem params, int woff, int boff, int N, cl_mem argmax) {
     int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad, nc = N * s->C;
     clcnn_kern *pad = clcnn_kernel_must(ctx, "pad_input");
     clcnn_kern *k = clcnn_kernel_must(ctx, "conv_direct_s1");
@@ -114,6 +114,10 @@ static clcnn_status conv_direct(clcnn_context *ctx, clcnn_workspace *ws,
     CLCNN_ARG(&b, s->K);
     CLCNN_ARG(&b, s->OH);
     if (s->OW != 8) CLCNN_ARG(&b, s->OW);
+    int pool = argmax != NULL;
+    cl_mem am = pool ? argmax : y; /* a valid buffer the kernel does not touch */
+    CLCNN_ARG(&b, am);
+    CLCNN_ARG(&b, pool);
     if (b.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, b.rc, k->name);
     size_t global[3] = {s->OW == 8 ? (size_t)(s->OH + 3) / 4
                                    : (size_t)((s->OW + 15) / 16) * (size_t)((s->OH + 1) / 2),
@@ -161,7 +165,7 @@ clcnn_status clcnn_conv2d_forward(clcnn_context *ctx, clcnn_workspace *ws,
     int ckk = s->C * s->K * s->K;
     cl_mem col = keep_col ? keep_col : ws->col;
     if (use_direct(ctx, ws, s, N))
-        return conv_direct(ctx, ws, s, y, yoff, x, xoff, params, woff, boff, N);
+        return conv_direct(ctx, ws, s, y, yoff, x, xoff, params, woff, boff, N, NULL);
     CLCNN_ASSERT(chunk > 0); /* callers size the workspace for at least one image */
     clcnn_kern *scatter = clcnn_kernel_must(ctx, "rows_to_nchw_bias");
     clcnn_status st;
@@ -186,6 +190,19 @@ clcnn_status clcnn_conv2d_forward(clcnn_context *ctx, clcnn_workspace *ws,
         if ((st = clcnn_launch1d(ctx, scatter, &a, (size_t)nimg * s->OC * ohw))) return st;
     }
     return CLCNN_SUCCESS;
+}
+
+int clcnn_conv2d_can_pool(const clcnn_context *ctx, const clcnn_workspace *ws,
+                          const clcnn_conv2d_shape *s, int N) {
+    return use_direct(ctx, ws, s, N);
+}
+
+clcnn_status clcnn_conv2d_forward_pool(clcnn_context *ctx, clcnn_workspace *ws,
+                                       const clcnn_conv2d_shape *s, cl_mem y, int yoff,
+                                       cl_mem argmax, cl_mem x, int xoff, cl_mem params, int woff,
+                                       int boff, int N) {
+    CLCNN_ASSERT(use_direct(ctx, ws, s, N) && argmax);
+    return conv_direct(ctx, ws, s, y, yoff, x, xoff, params, woff, boff, N, argmax);
 }
 
 clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
@@ -232,7 +249,7 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
         int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad;
         clcnn_kern *tr = clcnn_kernel_must(ctx, "gy_to_rows_pad");
         clcnn_kern *k = clcnn_kernel_must(ctx, "conv_wgrad_rows");
-        st = conv_direct(ctx, ws, s, NULL, 0, x, xoff, params, woff, boff, N);
+        st = conv_direct(ctx, ws, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
         if (st) return st;
         clcnn_args t = {tr->k, 0, CL_SUCCESS};
         CLCNN_ARG(&t, ws->rows);
@@ -286,7 +303,7 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
         /* Direct weight gradient from the padded input and gy as they are. */
         int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad;
         clcnn_kern *k = clcnn_kernel_must(ctx, "conv_wgrad_s1");
-        st = conv_direct(ctx, ws, s, NULL, 0, x, xoff, params, woff, boff, N);
+        st = conv_direct(ctx, ws, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
         if (st) return st;
         clcnn_args a = {k->k, 0, CL_SUCCESS};
         CLCNN_ARG(&a, grads);

@@ -49,6 +49,16 @@ clcnn_status clcnn_conv2d_forward(clcnn_context *ctx, clcnn_workspace *ws,
                                   const clcnn_conv2d_shape *s, cl_mem y, int yoff, cl_mem x,
                                   int xoff, cl_mem params, int woff, int boff, int N,
                                   cl_mem keep_col);
+/* Whether this layer's forward can carry a MaxPool2d(2) (kernel 2, stride 2, no padding) in
+ * its store: on the direct path. clcnn_conv2d_forward_pool then writes the pooled output
+ * (N, OC, OH/2, OW/2) and its argmax exactly as clcnn_maxpool2d_forward would from the
+ * unpooled output, which is never written. */
+int clcnn_conv2d_can_pool(const clcnn_context *ctx, const clcnn_workspace *ws,
+                          const clcnn_conv2d_shape *s, int N);
+clcnn_status clcnn_conv2d_forward_pool(clcnn_context *ctx, clcnn_workspace *ws,
+                                       const clcnn_conv2d_shape *s, cl_mem y, int yoff,
+                                       cl_mem argmax, cl_mem x, int xoff, cl_mem params, int woff,
+                                       int boff, int N);
 /* gw, gb (into grads at woff/boff) and gx (if gx != NULL) from gy (N,OC,OH,OW). With keep_col
  * the forward's im2col matrix is reused and then overwritten (by the input gradient's). */
 clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
