@@ -183,24 +183,44 @@ __kernel void pad_input(__global float *xp, __global const float *x, int xoff, i
 /* MaxPool2d(2) fused into the store (pool != 0): y is then the pooled output (N, OC, PH, PW)
  * with PH = OH/2, PW = OW/2, and argmax records, as maxpool2_forward does, the index of each
  * window's maximum in the OH x OW plane: scan order (0,0), (0,1), (1,0), (1,1), strict '>',
- * a NaN wins. The values pooled are exactly those the unfused store would write. */
-#define POOL4(m, best, p00, p01, p10, p11, W)                                                      \
-    m = p00, best = 0;                                                                             \
-    if (p01 > m || isnan(p01)) m = p01, best = 1;                                                  \
-    if (p10 > m || isnan(p10)) m = p10, best = W;                                                  \
-    if (p11 > m || isnan(p11)) m = p11, best = W + 1;
+ * a NaN wins. The values pooled are exactly those the unfused store would write. Eight
+ * windows at once: p00..p11 hold each window's four values, base the plane index of each
+ * window's top-left pixel; the first `count` results are stored. */
+void pool8_store(float8 p00, float8 p01, float8 p10, float8 p11, int8 base, int W,
+                 __global float *y, __global int *am, int count) {
+    float8 m = p00;
+    int8 best = (int8)(0), c;
+    c = (p01 > m) | isnan(p01);
+    m = select(m, p01, c);
+    best = select(best, (int8)(1), c);
+    c = (p10 > m) | isnan(p10);
+    m = select(m, p10, c);
+    best = select(best, (int8)(W), c);
+    c = (p11 > m) | isnan(p11);
+    m = select(m, p11, c);
+    best = select(best, (int8)(W + 1), c);
+    int8 idx = base + best;
+    if (count == 8) {
+        vstore8(m, 0, y);
+        vstore8(idx, 0, am);
+        return;
+    }
+    float tm[8];
+    int ti[8];
+    vstore8(m, 0, tm);
+    vstore8(idx, 0, ti);
+    for (int j = 0; j < count; j++) y[j] = tm[j], am[j] = ti[j];
+}
+
 #define POOL_ROW(r)                                                                                \
     if (oc0 + r < OC && two) {                                                                     \
-        float bias = has_bias ? w[boff + oc0 + r] : 0.0f, t0[16], t1[16], m;                       \
-        int best, ph = oh0 / 2, pw0 = ow0 / 2, npw = min(8, PW - pw0);                             \
+        float bias = has_bias ? w[boff + oc0 + r] : 0.0f;                                          \
+        float16 s0 = a##r + bias, s1 = b##r + bias;                                                \
+        int ph = oh0 / 2, pw0 = ow0 / 2;                                                           \
         long o = ((long)(n * OC + oc0 + r) * PH + ph) * PW + pw0;                                  \
-        vstore16(a##r + bias, 0, t0);                                                              \
-        vstore16(b##r + bias, 0, t1);                                                              \
-        for (int j = 0; j < npw; j++) {                                                            \
-            POOL4(m, best, t0[2 * j], t0[2 * j + 1], t1[2 * j], t1[2 * j + 1], OW)                 \
-            y[yoff + o + j] = m;                                                                   \
-            argmax[o + j] = 2 * ph * OW + 2 * (pw0 + j) + best;                                    \
-        }                                                                                          \
+        int8 base = 2 * ph * OW + 2 * pw0 + 2 * (int8)(0, 1, 2, 3, 4, 5, 6, 7);                    \
+        pool8_store(s0.even, s0.odd, s1.even, s1.odd, base, OW, y + yoff + o, argmax + o,          \
+                    min(8, PW - pw0));                                                             \
     }
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
@@ -250,23 +270,15 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
     }
 
 /* The fused 2x2 pool of the 8-wide kernel: rows oh0..oh0+3 give pooled rows oh0/2 and
- * oh0/2 + 1, each 4 wide. */
+ * oh0/2 + 1, 4 wide each and adjacent in y, so one 8-window call covers both. */
 #define POOL_ROW8(r)                                                                               \
-    if (oc0 + r < OC) {                                                                            \
-        float bias = has_bias ? w[boff + oc0 + r] : 0.0f, t[32], m;                                \
-        int best;                                                                                  \
-        vstore16(a##r + bias, 0, t);                                                               \
-        vstore16(b##r + bias, 0, t + 16);                                                          \
-        for (int i = 0; i < 2 && oh0 / 2 + i < PH; i++) {                                          \
-            int ph = oh0 / 2 + i;                                                                  \
-            long o = ((long)(n * OC + oc0 + r) * PH + ph) * 4;                                     \
-            for (int j = 0; j < 4; j++) {                                                          \
-                float *q = t + 16 * i + 2 * j;                                                     \
-                POOL4(m, best, q[0], q[1], q[8], q[9], 8)                                          \
-                y[yoff + o + j] = m;                                                               \
-                argmax[o + j] = 2 * ph * 8 + 2 * j + best;                                         \
-            }                                                                                      \
-        }                                                                                          \
+    if (oc0 + r < OC && ph0 < PH) {                                                                \
+        float bias = has_bias ? w[boff + oc0 + r] : 0.0f;                                          \
+        float16 s0 = a##r + bias, s1 = b##r + bias;                                                \
+        long o = ((long)(n * OC + oc0 + r) * PH + ph0) * 4;                                        \
+        pool8_store((float8)(s0.lo.even, s1.lo.even), (float8)(s0.lo.odd, s1.lo.odd),              \
+                    (float8)(s0.hi.even, s1.hi.even), (float8)(s0.hi.odd, s1.hi.odd), base, 8,     \
+                    y + yoff + o, argmax + o, ph0 + 1 < PH ? 8 : 4);                               \
     }
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1_w8(
@@ -291,7 +303,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1_w8(
         }
     }
     if (pool) {
-        int PH = OH / 2;
+        int PH = OH / 2, ph0 = oh0 / 2;
+        int8 base = 16 * ph0 + (int8)(0, 2, 4, 6, 16, 18, 20, 22);
         POOL_ROW8(0) POOL_ROW8(1) POOL_ROW8(2) POOL_ROW8(3)
         POOL_ROW8(4) POOL_ROW8(5) POOL_ROW8(6) POOL_ROW8(7)
         return;

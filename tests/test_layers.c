@@ -342,6 +342,7 @@ int main(void) {
         {5, 3, 37, 40, 8, 3, 1, 1, 1, 0},  /* 7400 pixels: split-K weight gradient */
         {3, 5, 8, 8, 6, 3, 1, 1, 1, 0},    /* 8-wide maps: two rows per vector */
         {2, 4, 9, 8, 5, 3, 1, 1, 1, 0},    /* 8 wide, odd height */
+        {2, 3, 6, 8, 9, 3, 1, 1, 1, 0},    /* 8 wide, 3 pooled rows: a half 8-window pool */
         {2, 8, 9, 10, 20, 5, 1, 2, 1, 0},  /* 200 taps: the row-GEMM weight gradient, OC 20 */
         {3, 6, 8, 8, 40, 5, 1, 2, 0, 0},   /* row GEMM, two 32-channel tiles, 8 wide */
         {3, 6, 40, 40, 33, 5, 1, 2, 1, 0}, /* row GEMM in 3 batch slices, summed */
