@@ -128,6 +128,13 @@ typedef struct clcnn_context_options {
     int enable_profiling;
     /* Program-binary cache: 0 = as the environment says (CLCNN_CACHE=0 disables), 1 = off. */
     int disable_cache;
+    /* Autotuning, like torch.backends.cudnn.benchmark: 0 = as the environment says
+     * (CLCNN_AUTOTUNE=1 enables), 1 = on. When on, the first use of each GEMM shape (unless
+     * CLCNN_BACKEND forces a backend) and of each stride-1 convolution's weight gradient
+     * times the interchangeable kernels and keeps the fastest, in a file beside the program
+     * binaries that later processes reuse. Off, fixed rules by device type choose, and runs
+     * repeat bit for bit. */
+    int autotune;
 } clcnn_context_options;
 
 /* Creates a context on visible device `index` of `devs`: a context, an in-order queue, and

@@ -8,6 +8,7 @@
 #include "device.h"
 #include "gemm.h"
 #include "program.h"
+#include "tune.h"
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -248,6 +249,8 @@ static clcnn_status finish_context(clcnn_context *ctx, const clcnn_context_optio
     if (st != CLCNN_SUCCESS) return st;
     if ((st = make_kernels(ctx)) != CLCNN_SUCCESS) return st;
     if ((st = clcnn_gemm_init(ctx)) != CLCNN_SUCCESS) return st;
+    ctx->autotune = opts && opts->autotune;
+    if ((st = clcnn_tune_init(ctx, use_cache)) != CLCNN_SUCCESS) return st;
     ctx->build_seconds = now_seconds() - t0;
     return CLCNN_SUCCESS;
 }
@@ -323,6 +326,7 @@ void clcnn_context_free(clcnn_context *ctx) {
     if (ctx->gemm_scratch) clReleaseMemObject(ctx->gemm_scratch);
     if (ctx->gemm_partial) clReleaseMemObject(ctx->gemm_partial);
     prof_clear(ctx);
+    clcnn_tune_free(ctx);
     free(ctx->prof_events);
     free(ctx->prof_names);
     for (int i = 0; i < ctx->n_kerns; i++)

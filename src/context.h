@@ -46,6 +46,15 @@ struct clcnn_context {
     const char *prof_flop_names[64]; /* floating-point work recorded per section */
     double prof_flops[64];
     int prof_nflop;
+    int gemm_forced; /* CLCNN_BACKEND chose the GEMM backend: no autotuning of it */
+    /* Autotuning (tune.h): on or off, the decisions known, and the file that keeps them. */
+    int autotune;
+    struct clcnn_tune_entry {
+        char key[80];
+        char choice[24];
+    } * tune;
+    int n_tune, tune_cap;
+    char tune_path[4200];
     cl_mem gemm_scratch; /* transposed B for the CPU kernels */
     size_t gemm_scratch_cap;
     cl_mem gemm_partial; /* split-K partial products */

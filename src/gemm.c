@@ -6,6 +6,8 @@
 
 #include <clblast_c.h>
 
+#include "tune.h"
+
 #ifndef CLCNN_CLBLAST_VERSION
 #define CLCNN_CLBLAST_VERSION "unknown"
 #endif
@@ -20,6 +22,7 @@ const char *clcnn_gemm_backend_name(clcnn_gemm_backend b) {
 
 clcnn_status clcnn_gemm_init(clcnn_context *ctx) {
     const char *env = getenv("CLCNN_BACKEND");
+    ctx->gemm_forced = env && *env;
     if (env && *env) {
         if (!strcmp(env, "clblast"))
             ctx->gemm_backend = CLCNN_GEMM_CLBLAST;
@@ -191,16 +194,83 @@ static clcnn_status gemm_cpu(clcnn_context *ctx, int ta, int tb, int M, int N, i
     return clcnn_launch1d(ctx, r, &b, (size_t)M * N);
 }
 
-clcnn_status clcnn_gemm(clcnn_context *ctx, int trans_a, int trans_b, int M, int N, int K,
-                        float alpha, cl_mem A, size_t a_off, int lda, cl_mem B, size_t b_off,
-                        int ldb, float beta, cl_mem C, size_t c_off, int ldc) {
-    if (M <= 0 || N <= 0) return CLCNN_SUCCESS;
-    if (ctx->gemm_backend == CLCNN_GEMM_CLBLAST)
+static clcnn_status gemm_on(clcnn_context *ctx, int backend, int trans_a, int trans_b, int M, int N,
+                            int K, float alpha, cl_mem A, size_t a_off, int lda, cl_mem B,
+                            size_t b_off, int ldb, float beta, cl_mem C, size_t c_off, int ldc) {
+    if (backend == CLCNN_GEMM_CLBLAST)
         return gemm_clblast(ctx, trans_a, trans_b, M, N, K, alpha, A, a_off, lda, B, b_off, ldb,
                             beta, C, c_off, ldc);
-    if (ctx->gemm_backend == CLCNN_GEMM_CPU)
+    if (backend == CLCNN_GEMM_CPU)
         return gemm_cpu(ctx, trans_a, trans_b, M, N, K, alpha, A, a_off, lda, B, b_off, ldb, beta,
                         C, c_off, ldc);
     return gemm_opencl(ctx, trans_a, trans_b, M, N, K, alpha, A, a_off, lda, B, b_off, ldb, beta, C,
                        c_off, ldc);
+}
+
+/* A GEMM call being tuned: the candidates write into a scratch C of the same shape, so the
+ * real C (which beta may read) is written once, by the winner. */
+typedef struct gemm_tuning {
+    const int *backends;
+    int ta, tb, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    cl_mem A, B, scratch;
+    size_t a_off, b_off;
+} gemm_tuning;
+
+static clcnn_status gemm_tune_run(clcnn_context *ctx, int c, void *arg) {
+    gemm_tuning *t = arg;
+    cl_int rc = CL_SUCCESS;
+    if (!t->scratch) {
+        t->scratch = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
+                                    (size_t)t->M * (size_t)t->ldc * sizeof(float), NULL, &rc);
+        if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, "autotuning scratch");
+    }
+    return gemm_on(ctx, t->backends[c], t->ta, t->tb, t->M, t->N, t->K, t->alpha, t->A, t->a_off,
+                   t->lda, t->B, t->b_off, t->ldb, t->beta, t->scratch, 0, t->ldc);
+}
+
+clcnn_status clcnn_gemm(clcnn_context *ctx, int trans_a, int trans_b, int M, int N, int K,
+                        float alpha, cl_mem A, size_t a_off, int lda, cl_mem B, size_t b_off,
+                        int ldb, float beta, cl_mem C, size_t c_off, int ldc) {
+    if (M <= 0 || N <= 0) return CLCNN_SUCCESS;
+    int backend = (int)ctx->gemm_backend;
+    if (ctx->autotune && !ctx->gemm_forced) {
+        /* Candidates: the device type's default and the portable kernels (CLBlast is left out
+         * on CPU devices: it compiles for seconds and runs at a tenth of the CPU kernels). */
+        static const int cpu_dev[2] = {CLCNN_GEMM_CPU, CLCNN_GEMM_OPENCL};
+        static const int other_dev[2] = {CLCNN_GEMM_CLBLAST, CLCNN_GEMM_OPENCL};
+        static const char *const cpu_names[2] = {"cpu", "opencl"};
+        static const char *const other_names[2] = {"clblast", "opencl"};
+        int is_cpu = ctx->info.type == CLCNN_DEVICE_CPU;
+        gemm_tuning t = {is_cpu ? cpu_dev : other_dev,
+                         trans_a,
+                         trans_b,
+                         M,
+                         N,
+                         K,
+                         lda,
+                         ldb,
+                         ldc,
+                         alpha,
+                         beta,
+                         A,
+                         B,
+                         NULL,
+                         a_off,
+                         b_off};
+        char key[80];
+        clcnn_status st;
+        snprintf(key, sizeof key, "gemm-%c%c-%d-%d-%d", trans_a ? 't' : 'n', trans_b ? 't' : 'n', M,
+                 N, K);
+        int c = clcnn_tune_choose(ctx, key, is_cpu ? cpu_names : other_names, 2, gemm_tune_run, &t,
+                                  &st);
+        if (t.scratch) {
+            clFinish(ctx->queue);
+            clReleaseMemObject(t.scratch);
+        }
+        if (st) return st;
+        if (c >= 0) backend = t.backends[c];
+    }
+    return gemm_on(ctx, backend, trans_a, trans_b, M, N, K, alpha, A, a_off, lda, B, b_off, ldb,
+                   beta, C, c_off, ldc);
 }

@@ -255,7 +255,8 @@ int main(void) {
     clcnn_context_free(ctx);
 
     /* A profile report after the model that labelled its sections is gone (ASan watches). */
-    clcnn_context_options popts = {1, 0};
+    clcnn_context_options popts = {0};
+    popts.enable_profiling = 1;
     ctx = NULL;
     CHECK(clcnn_context_create(&ctx, devs, idx, &popts) == CLCNN_SUCCESS);
     {

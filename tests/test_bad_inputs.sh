@@ -135,6 +135,7 @@ run_case "device 9" - "--device 9 is out of range" "${base[@]}" --device 9
 run_case "platform 9" - "--platform 9 has no visible device" "${base[@]}" --platform 9
 run_case "platform 0 device 9" - "--device 9 is out of range" "${base[@]}" --platform 0 --device 9
 run_case "backend unknown" CLCNN_BACKEND=cuda "cuda" "${base[@]}"
+run_case "autotune not 0 or 1" CLCNN_AUTOTUNE=yes "CLCNN_AUTOTUNE='yes' is not 0 or 1" "${base[@]}"
 
 # ---- model specs ------------------------------------------------------------------------------
 while IFS='|' read -r name expect spec; do

@@ -96,6 +96,8 @@ static const char usage_text[] =
     "                         (cpu, gpu, accelerator); its order is the visible order; empty\n"
     "                         hides every device\n"
     "  CLCNN_BACKEND          GEMM backend: cpu, opencl or clblast (default: by device type)\n"
+    "  CLCNN_AUTOTUNE=1       time interchangeable kernels on first use of each shape, keep the\n"
+    "                         fastest in the cache folder (default: fixed rules, repeatable)\n"
     "  CLCNN_KERNEL_DIR       read kernel sources from DIR/<name>.cl instead of the embedded ones\n"
     "  CLCNN_CACHE_DIR        program-binary cache folder (default $XDG_CACHE_HOME/clcnn or\n"
     "                         ~/.cache/clcnn); CLCNN_CACHE=0 turns the cache off\n";

@@ -2,6 +2,7 @@
 #include "layers.h"
 
 #include "gemm.h"
+#include "tune.h"
 
 int clcnn_conv2d_chunk(const clcnn_conv2d_shape *s, const clcnn_workspace *ws) {
     size_t ohw = (size_t)s->OH * (size_t)s->OW;
@@ -45,9 +46,10 @@ typedef struct wgrad_plan {
     size_t rows, part; /* floats of ws->rows and ws->col needed */
 } wgrad_plan;
 
-static wgrad_plan plan_wgrad(const clcnn_conv2d_shape *s, int N) {
+/* The row GEMM's plan; all zero when the rule rules it out (tuned: never, it is a candidate). */
+static wgrad_plan plan_wgrad(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N) {
     wgrad_plan p = {0, 0, 0, 0, 0};
-    if (s->C * s->K * s->K < WGRAD_ROWS_MIN_TAPS) return p;
+    if (!ctx->autotune && s->C * s->K * s->K < WGRAD_ROWS_MIN_TAPS) return p;
     size_t per = (size_t)s->OH * (size_t)s->OW * (size_t)((s->OC + 31) / 32 * 32);
     size_t nb = WGRAD_SLICE_FLOATS / (per ? per : 1);
     p.ocp = (s->OC + 31) / 32 * 32;
@@ -62,7 +64,7 @@ void clcnn_conv2d_wgrad_scratch(const clcnn_context *ctx, const clcnn_conv2d_sha
                                 size_t *rows, size_t *col) {
     *rows = *col = 0;
     if (!clcnn_conv2d_direct_scratch(ctx, s, N)) return;
-    wgrad_plan p = plan_wgrad(s, N);
+    wgrad_plan p = plan_wgrad(ctx, s, N);
     *rows = p.rows, *col = p.part;
 }
 
@@ -205,6 +207,119 @@ clcnn_status clcnn_conv2d_forward_pool(clcnn_context *ctx, clcnn_workspace *ws,
     return conv_direct(ctx, ws, s, y, yoff, x, xoff, params, woff, boff, N, argmax);
 }
 
+/* The direct weight gradient's operands, for its two kernels and the autotuner. */
+typedef struct wgrad_args {
+    clcnn_workspace *ws;
+    const clcnn_conv2d_shape *s;
+    wgrad_plan plan;
+    cl_mem grads, gy, x, params;
+    int woff, boff, gyoff, xoff, N;
+} wgrad_args;
+
+/* Pixel-row GEMM: gy to pixel rows, then an implicit GEMM against the padded input, per
+ * slice of the batch, and the slices' sum. */
+static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
+    clcnn_workspace *ws = w->ws;
+    const clcnn_conv2d_shape *s = w->s;
+    wgrad_plan plan = w->plan;
+    cl_mem grads = w->grads, gy = w->gy, x = w->x, params = w->params;
+    int woff = w->woff, boff = w->boff, gyoff = w->gyoff, xoff = w->xoff, N = w->N;
+    int ohw = s->OH * s->OW, ckk = s->C * s->K * s->K;
+    clcnn_status st;
+    int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad;
+    clcnn_kern *tr = clcnn_kernel_must(ctx, "gy_to_rows_pad");
+    clcnn_kern *k = clcnn_kernel_must(ctx, "conv_wgrad_rows");
+    st = conv_direct(ctx, ws, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
+    if (st) return st;
+    clcnn_args t = {tr->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&t, ws->rows);
+    CLCNN_ARG(&t, gy);
+    CLCNN_ARG(&t, gyoff);
+    CLCNN_ARG(&t, N);
+    CLCNN_ARG(&t, s->OC);
+    CLCNN_ARG(&t, ohw);
+    CLCNN_ARG(&t, plan.ocp);
+    if ((st = clcnn_launch1d(ctx, tr, &t, (size_t)N * ohw))) return st;
+    cl_mem out = plan.S > 1 ? ws->col : grads;
+    int outoff = plan.S > 1 ? 0 : woff, ostride = s->OC * ckk;
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, out);
+    CLCNN_ARG(&a, outoff);
+    CLCNN_ARG(&a, ostride);
+    CLCNN_ARG(&a, ws->rows);
+    CLCNN_ARG(&a, plan.ocp);
+    CLCNN_ARG(&a, ws->xpad);
+    CLCNN_ARG(&a, N);
+    CLCNN_ARG(&a, plan.nb);
+    CLCNN_ARG(&a, s->C);
+    CLCNN_ARG(&a, hp);
+    CLCNN_ARG(&a, wp);
+    CLCNN_ARG(&a, s->OC);
+    CLCNN_ARG(&a, s->K);
+    CLCNN_ARG(&a, s->OH);
+    CLCNN_ARG(&a, s->OW);
+    if (a.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a.rc, k->name);
+    size_t global[3] = {(size_t)(ckk + 7) / 8, (size_t)plan.ocp / 32, (size_t)plan.S};
+    size_t local[3] = {1, 1, 1};
+    cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 3, NULL, global, local, 0, NULL,
+                                       clcnn_prof_slot(ctx, k->name));
+    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
+    if (plan.S > 1) {
+        clcnn_kern *r = clcnn_kernel_must(ctx, "gemm_reduce");
+        float alpha = 1.0f, beta = 0.0f;
+        clcnn_args b = {r->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&b, grads);
+        CLCNN_ARG(&b, woff);
+        CLCNN_ARG(&b, ckk);
+        CLCNN_ARG(&b, ws->col);
+        CLCNN_ARG(&b, s->OC);
+        CLCNN_ARG(&b, ckk);
+        CLCNN_ARG(&b, plan.S);
+        CLCNN_ARG(&b, alpha);
+        CLCNN_ARG(&b, beta);
+        if ((st = clcnn_launch1d(ctx, r, &b, (size_t)s->OC * ckk))) return st;
+    }
+    return CLCNN_SUCCESS;
+}
+
+/* Lane reduction: reads gy in place, sums along rows in float16 lanes (conv_wgrad_s1). */
+static clcnn_status wgrad_lanes(clcnn_context *ctx, const wgrad_args *w) {
+    clcnn_workspace *ws = w->ws;
+    const clcnn_conv2d_shape *s = w->s;
+    cl_mem grads = w->grads, gy = w->gy, x = w->x, params = w->params;
+    int woff = w->woff, boff = w->boff, gyoff = w->gyoff, xoff = w->xoff, N = w->N;
+    int ckk = s->C * s->K * s->K;
+    clcnn_status st;
+    int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad;
+    clcnn_kern *k = clcnn_kernel_must(ctx, "conv_wgrad_s1");
+    st = conv_direct(ctx, ws, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
+    if (st) return st;
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, grads);
+    CLCNN_ARG(&a, woff);
+    CLCNN_ARG(&a, gy);
+    CLCNN_ARG(&a, gyoff);
+    CLCNN_ARG(&a, ws->xpad);
+    CLCNN_ARG(&a, N);
+    CLCNN_ARG(&a, s->C);
+    CLCNN_ARG(&a, hp);
+    CLCNN_ARG(&a, wp);
+    CLCNN_ARG(&a, s->OC);
+    CLCNN_ARG(&a, s->K);
+    CLCNN_ARG(&a, s->OH);
+    CLCNN_ARG(&a, s->OW);
+    if (a.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a.rc, k->name);
+    size_t global[2] = {(size_t)(ckk + 3) / 4, (size_t)(s->OC + 3) / 4}, local[2] = {1, 1};
+    cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 2, NULL, global, local, 0, NULL,
+                                       clcnn_prof_slot(ctx, k->name));
+    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
+    return CLCNN_SUCCESS;
+}
+
+static clcnn_status wgrad_run(clcnn_context *ctx, int c, void *arg) {
+    return c == 1 ? wgrad_rows(ctx, arg) : wgrad_lanes(ctx, arg);
+}
+
 clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
                                    const clcnn_conv2d_shape *s, cl_mem gx, int gxoff, cl_mem grads,
                                    int woff, int boff, cl_mem gy, int gyoff, cl_mem x, int xoff,
@@ -218,7 +333,7 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
     int via_conv = gx && ws->wflip && clcnn_conv2d_grad_input_shape(s, &g) &&
                    ws->wflip_cap >= (size_t)s->OC * ckk &&
                    (clcnn_conv2d_chunk(&g, ws) > 0 || use_direct(ctx, ws, &g, N));
-    wgrad_plan plan = plan_wgrad(s, N);
+    wgrad_plan plan = plan_wgrad(ctx, s, N);
     /* The direct weight gradient: the pixel-row GEMM when the plan picks it and its scratch is
      * there (a model sizes it), else the kernel that reads gy in place. */
     int direct = use_direct(ctx, ws, s, N);
@@ -243,87 +358,18 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
         CLCNN_ARG(&a, acc);
         if ((st = clcnn_launch_items(ctx, kb, &a, (size_t)s->OC))) return st;
     }
-    if (rows_path) {
-        /* Direct weight gradient: gy to pixel rows, then an implicit GEMM against the padded
-         * input, per slice of the batch, and the slices' sum. */
-        int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad;
-        clcnn_kern *tr = clcnn_kernel_must(ctx, "gy_to_rows_pad");
-        clcnn_kern *k = clcnn_kernel_must(ctx, "conv_wgrad_rows");
-        st = conv_direct(ctx, ws, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
+    if (direct) {
+        wgrad_args wa = {ws, s, plan, grads, gy, x, params, woff, boff, gyoff, xoff, N};
+        /* Tuned: both kernels timed once per shape and batch (only when the row GEMM's
+         * scratch is there; a model sizes it for every direct layer when tuning). */
+        static const char *const names[2] = {"lanes", "rows"};
+        char key[80];
+        snprintf(key, sizeof key, "wgrad-%d-%d-%d-%d-%d-%d-%d", s->C, s->H, s->W, s->OC, s->K,
+                 s->pad, N);
+        int c = clcnn_tune_choose(ctx, key, names, rows_path ? 2 : 0, wgrad_run, &wa, &st);
         if (st) return st;
-        clcnn_args t = {tr->k, 0, CL_SUCCESS};
-        CLCNN_ARG(&t, ws->rows);
-        CLCNN_ARG(&t, gy);
-        CLCNN_ARG(&t, gyoff);
-        CLCNN_ARG(&t, N);
-        CLCNN_ARG(&t, s->OC);
-        CLCNN_ARG(&t, ohw);
-        CLCNN_ARG(&t, plan.ocp);
-        if ((st = clcnn_launch1d(ctx, tr, &t, (size_t)N * ohw))) return st;
-        cl_mem out = plan.S > 1 ? ws->col : grads;
-        int outoff = plan.S > 1 ? 0 : woff, ostride = s->OC * ckk;
-        clcnn_args a = {k->k, 0, CL_SUCCESS};
-        CLCNN_ARG(&a, out);
-        CLCNN_ARG(&a, outoff);
-        CLCNN_ARG(&a, ostride);
-        CLCNN_ARG(&a, ws->rows);
-        CLCNN_ARG(&a, plan.ocp);
-        CLCNN_ARG(&a, ws->xpad);
-        CLCNN_ARG(&a, N);
-        CLCNN_ARG(&a, plan.nb);
-        CLCNN_ARG(&a, s->C);
-        CLCNN_ARG(&a, hp);
-        CLCNN_ARG(&a, wp);
-        CLCNN_ARG(&a, s->OC);
-        CLCNN_ARG(&a, s->K);
-        CLCNN_ARG(&a, s->OH);
-        CLCNN_ARG(&a, s->OW);
-        if (a.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a.rc, k->name);
-        size_t global[3] = {(size_t)(ckk + 7) / 8, (size_t)plan.ocp / 32, (size_t)plan.S};
-        size_t local[3] = {1, 1, 1};
-        cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 3, NULL, global, local, 0, NULL,
-                                           clcnn_prof_slot(ctx, k->name));
-        if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
-        if (plan.S > 1) {
-            clcnn_kern *r = clcnn_kernel_must(ctx, "gemm_reduce");
-            float alpha = 1.0f, beta = 0.0f;
-            clcnn_args b = {r->k, 0, CL_SUCCESS};
-            CLCNN_ARG(&b, grads);
-            CLCNN_ARG(&b, woff);
-            CLCNN_ARG(&b, ckk);
-            CLCNN_ARG(&b, ws->col);
-            CLCNN_ARG(&b, s->OC);
-            CLCNN_ARG(&b, ckk);
-            CLCNN_ARG(&b, plan.S);
-            CLCNN_ARG(&b, alpha);
-            CLCNN_ARG(&b, beta);
-            if ((st = clcnn_launch1d(ctx, r, &b, (size_t)s->OC * ckk))) return st;
-        }
-    } else if (direct) {
-        /* Direct weight gradient from the padded input and gy as they are. */
-        int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad;
-        clcnn_kern *k = clcnn_kernel_must(ctx, "conv_wgrad_s1");
-        st = conv_direct(ctx, ws, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
-        if (st) return st;
-        clcnn_args a = {k->k, 0, CL_SUCCESS};
-        CLCNN_ARG(&a, grads);
-        CLCNN_ARG(&a, woff);
-        CLCNN_ARG(&a, gy);
-        CLCNN_ARG(&a, gyoff);
-        CLCNN_ARG(&a, ws->xpad);
-        CLCNN_ARG(&a, N);
-        CLCNN_ARG(&a, s->C);
-        CLCNN_ARG(&a, hp);
-        CLCNN_ARG(&a, wp);
-        CLCNN_ARG(&a, s->OC);
-        CLCNN_ARG(&a, s->K);
-        CLCNN_ARG(&a, s->OH);
-        CLCNN_ARG(&a, s->OW);
-        if (a.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a.rc, k->name);
-        size_t global[2] = {(size_t)(ckk + 3) / 4, (size_t)(s->OC + 3) / 4}, local[2] = {1, 1};
-        cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 2, NULL, global, local, 0, NULL,
-                                           clcnn_prof_slot(ctx, k->name));
-        if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
+        if (c >= 0) rows_path = c == 1;
+        if ((st = rows_path ? wgrad_rows(ctx, &wa) : wgrad_lanes(ctx, &wa))) return st;
     }
     /* im2col + GEMM: the weight gradient when the direct path is off, and the input gradient
      * through col2im when it cannot be a convolution (the weight gradient is then computed

@@ -1,0 +1,206 @@
+/* Autotuning (src/tune.h) through the public API: a tuned run records its choices in the
+ * cache directory and trains to the same losses as an untuned one (tuning only picks among
+ * kernels that compute the same sums in another order); a second process-like context reuses
+ * the file without timing again; a damaged file is read past (bad lines ignored, an unknown
+ * candidate re-timed); without autotuning nothing is written; with CLCNN_BACKEND forced the
+ * GEMM is not tuned. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clcnn.h"
+#include "testutil.h"
+
+#define N_IMG 16
+#define BATCH 8
+#define STEPS 4 /* two epochs of two batches */
+/* conv1 has 27 taps, conv2 200: both are stride-1 weight-gradient decisions; the linear layer
+ * and the convolutions' input gradients give GEMM and direct decisions. */
+static const char *spec =
+    "conv(8,3,pad=1) maxpool(2) conv(8,5,pad=2) maxpool(2) flatten linear(10)";
+
+static char tmp[256];
+
+/* Trains STEPS steps in a fresh context with the cache in `dir`; losses in out[]. */
+static int train(const char *dir, int autotune, float *out) {
+    clcnn_devices *devs = NULL;
+    clcnn_context *ctx = NULL;
+    clcnn_dataset *ds = NULL;
+    clcnn_model *m = NULL;
+    clcnn_context_options co = {0};
+    uint8_t images[N_IMG * 3 * 16 * 16], labels[N_IMG];
+    int idx = -1, rc = 1;
+    co.autotune = autotune;
+    setenv("CLCNN_CACHE_DIR", dir, 1);
+    for (int i = 0; i < N_IMG; i++) {
+        labels[i] = (uint8_t)(i % 10);
+        for (int p = 0; p < 3 * 16 * 16; p++)
+            images[i * 768 + p] = (uint8_t)((i * 31 + p * 7 + (p % 5) * labels[i]) % 256);
+    }
+    if (clcnn_devices_create(&devs, NULL) || clcnn_devices_select(devs, -1, -1, &idx) ||
+        clcnn_context_create(&ctx, devs, idx, &co)) {
+        fprintf(stderr, "context: %s%s\n", clcnn_devices_errmsg(devs), clcnn_context_errmsg(ctx));
+        goto out;
+    }
+    if (clcnn_dataset_from_memory(&ds, ctx, images, labels, N_IMG, 3, 16, 16) ||
+        clcnn_model_create(&m, ctx, spec, 3, 16, 16, 7)) {
+        fprintf(stderr, "set-up: %s%s\n", clcnn_dataset_errmsg(ds), clcnn_model_errmsg(m));
+        goto out;
+    }
+    for (int s = 0; s < STEPS; s++) {
+        if ((s % 2 == 0 && clcnn_dataset_set_epoch(ds, 3, s / 2, 1)) ||
+            clcnn_model_train_dataset(m, ds, (s % 2) * BATCH, BATCH) ||
+            clcnn_model_last_loss(m, &out[s], NULL)) {
+            fprintf(stderr, "step %d: %s\n", s, clcnn_model_errmsg(m));
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    clcnn_model_free(m);
+    clcnn_dataset_free(ds);
+    clcnn_context_free(ctx);
+    clcnn_devices_free(devs);
+    return rc;
+}
+
+/* The tuning file in dir (the only autotune-*.txt); "" when there is none. */
+static void tune_file(const char *dir, char *path, size_t size) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "ls %s/autotune-*.txt 2>/dev/null", dir);
+    FILE *p = popen(cmd, "r");
+    path[0] = '\0';
+    if (p && fgets(path, (int)size, p)) path[strcspn(path, "\n")] = '\0';
+    if (p) pclose(p);
+}
+
+/* Counts the file's lines, and those naming decisions of each kind with a valid candidate. */
+static int count_lines(const char *path, int *gemm, int *wgrad, int *bad) {
+    FILE *f = fopen(path, "r");
+    char line[300], key[100], choice[40];
+    int n = 0;
+    *gemm = *wgrad = *bad = 0;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f)) {
+        n++;
+        if (sscanf(line, "%99s %39s", key, choice) != 2) {
+            (*bad)++;
+            continue;
+        }
+        if (!strncmp(key, "gemm-", 5) &&
+            (!strcmp(choice, "cpu") || !strcmp(choice, "opencl") || !strcmp(choice, "clblast")))
+            (*gemm)++;
+        else if (!strncmp(key, "wgrad-", 6) &&
+                 (!strcmp(choice, "lanes") || !strcmp(choice, "rows")))
+            (*wgrad)++;
+        else
+            (*bad)++;
+    }
+    fclose(f);
+    return n;
+}
+
+static void check_close(const char *what, const float *a, const float *b) {
+    for (int s = 0; s < STEPS; s++)
+        CHECK_MSG(fabsf(a[s] - b[s]) <= 1e-5f * fabsf(b[s]), "%s: step %d loss %.9g vs %.9g", what,
+                  s, a[s], b[s]);
+}
+
+int main(void) {
+    float plain[STEPS], tuned[STEPS], again[STEPS];
+    char dir[300], path[600], cmd[400];
+    int gemm, wgrad, bad;
+    snprintf(tmp, sizeof tmp, "%s", "/tmp/clcnn_test_tune.XXXXXX");
+    CHECK(mkdtemp(tmp) != NULL);
+    const char *backend = getenv("CLCNN_BACKEND");
+    int forced = backend && *backend;
+    unsetenv("CLCNN_AUTOTUNE");
+
+    clcnn_devices *devs = NULL;
+    int ndev = clcnn_devices_create(&devs, NULL) == CLCNN_SUCCESS ? clcnn_devices_count(devs) : 0;
+    clcnn_devices_free(devs);
+    if (ndev == 0) {
+        fprintf(stderr, "no OpenCL device: skipping\n");
+        return 77;
+    }
+
+    /* Untuned: no file. */
+    snprintf(dir, sizeof dir, "%s/plain", tmp);
+    CHECK(train(dir, 0, plain) == 0);
+    tune_file(dir, path, sizeof path);
+    CHECK_MSG(path[0] == '\0', "an untuned run wrote %s", path);
+
+    /* Tuned: the choices are recorded, the losses the same within reordering. */
+    snprintf(dir, sizeof dir, "%s/tuned", tmp);
+    CHECK(train(dir, 1, tuned) == 0);
+    check_close("tuned vs untuned", tuned, plain);
+    tune_file(dir, path, sizeof path);
+    /* A forced GEMM backend other than cpu leaves nothing to tune (no direct convolutions). */
+    if (forced && strcmp(backend, "cpu") != 0) {
+        CHECK_MSG(path[0] == '\0', "CLCNN_BACKEND=%s: nothing to tune, yet %s was written", backend,
+                  path);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+        CHECK(system(cmd) == 0);
+        return test_finish("test_tune");
+    }
+    CHECK_MSG(path[0] != '\0', "a tuned run wrote no autotune file in %s", dir);
+    int n1 = count_lines(path, &gemm, &wgrad, &bad);
+    printf("tuning file: %d lines, %d GEMM and %d weight-gradient decisions\n", n1, gemm, wgrad);
+    CHECK_MSG(bad == 0, "%d malformed lines in %s", bad, path);
+    if (forced) {
+        CHECK_MSG(gemm == 0, "CLCNN_BACKEND=%s, yet %d GEMM shapes were tuned", backend, gemm);
+    } else {
+        CHECK_MSG(gemm >= 3, "only %d GEMM decisions recorded", gemm);
+    }
+
+    /* Reuse: a new context reads the file and times nothing again. */
+    CHECK(train(dir, 1, again) == 0);
+    check_close("second tuned run", again, tuned);
+    int n2 = count_lines(path, &gemm, &wgrad, &bad);
+    CHECK_MSG(n2 == n1, "the second tuned run appended %d lines instead of reusing them", n2 - n1);
+
+    /* Damage: garbage, an over-long line, a third word, a candidate that does not exist (that
+     * decision is re-timed and appended), a last line without its newline. */
+    if (wgrad > 0) {
+        FILE *f = fopen(path, "a");
+        CHECK(f != NULL);
+        fprintf(f, "\n\x01\x02 garbage\nonly-one-word\nwgrad-1-2-3 rows extra\n");
+        for (int i = 0; i < 400; i++)
+            fputc('x', f);
+        fprintf(f, " rows\n");
+        fclose(f);
+        /* the first wgrad key, now with a bogus candidate (the later line wins) */
+        FILE *r = fopen(path, "r");
+        char line[300], key[100] = "", choice[40];
+        while (r && fgets(line, sizeof line, r))
+            if (sscanf(line, "%99s %39s", key, choice) == 2 && !strncmp(key, "wgrad-", 6)) break;
+        if (r) fclose(r);
+        f = fopen(path, "a");
+        CHECK(f != NULL);
+        fprintf(f, "%s bogus\ngemm-nn-1-2-3 cpu", key);
+        fclose(f);
+        int n3 = count_lines(path, &gemm, &wgrad, &bad);
+        CHECK(train(dir, 1, again) == 0);
+        check_close("tuned run on a damaged file", again, tuned);
+        int n4 = count_lines(path, &gemm, &wgrad, &bad);
+        CHECK_MSG(n4 == n3 + 1, "damaged file: %d lines appended, expected 1 (the bogus one)",
+                  n4 - n3);
+    } else {
+        printf("no weight-gradient decision on this device (not the direct path): damage test "
+               "limited\n");
+    }
+
+    /* The environment switch alone turns tuning on. */
+    snprintf(dir, sizeof dir, "%s/env", tmp);
+    setenv("CLCNN_AUTOTUNE", "1", 1);
+    CHECK(train(dir, 0, again) == 0);
+    unsetenv("CLCNN_AUTOTUNE");
+    tune_file(dir, path, sizeof path);
+    CHECK_MSG(path[0] != '\0', "CLCNN_AUTOTUNE=1 wrote no autotune file");
+
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    CHECK(system(cmd) == 0);
+    return test_finish("test_tune");
+}
