@@ -70,6 +70,10 @@ for b in clblast opencl; do
     CLCNN_BACKEND=$b CLCNN_PROFILE=1 ./build-gpu/bench_train --steps 50 --warmup 5
     CLCNN_BACKEND=$b ./build-gpu/bench_train --steps 200 --warmup 10 | grep clcnn:
 done
+echo "== clcnn seed, autotuned per GEMM shape (clblast vs opencl; CLCNN_AUTOTUNE=1)"
+CLCNN_AUTOTUNE=1 ./build-gpu/bench_train --steps 5 --warmup 0 | grep clcnn: # tunes
+CLCNN_AUTOTUNE=1 ./build-gpu/bench_train --steps 200 --warmup 10 | grep clcnn:
+cat "$CLCNN_CACHE_DIR"/autotune-*.txt 2>/dev/null
 echo "== PyTorch CUDA, same model and batch"
 python3 bench/pytorch_bench.py --cuda --steps 200 --warmup 10 || echo "(no PyTorch CUDA)"
 echo "== done in $(( $(date +%s) - t0 )) s"

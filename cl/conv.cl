@@ -108,10 +108,13 @@ __kernel void bias_add(__global float *y, int yoff, __global const float *b, int
  * forward pass is this layer's input gradient (stride 1: gx = conv(gy, wf, pad K-1-pad)). */
 __kernel void flip_weights(__global float *wf, __global const float *w, int woff, int OC, int C,
                            int K) {
-    int i = get_global_id(0);
-    if (i >= OC * C * K * K) return;
-    int kw = i % K, kh = (i / K) % K, oc = (i / (K * K)) % OC, c = i / (K * K * OC);
-    wf[i] = w[woff + ((oc * C + c) * K + (K - 1 - kh)) * K + (K - 1 - kw)];
+    /* one work-item per (c, oc) pair: K*K contiguous reads (backwards), K*K contiguous writes */
+    int p = get_global_id(0);
+    if (p >= OC * C) return;
+    int oc = p % OC, c = p / OC, kk = K * K;
+    __global const float *src = w + woff + (oc * C + c) * kk + kk - 1;
+    __global float *dst = wf + p * kk;
+    for (int t = 0; t < kk; t++) dst[t] = src[-t];
 }
 
 /* xp[nc, h, w] = x[nc, h - pad, w - pad] or 0: the zero-padded input of a convolution, so the

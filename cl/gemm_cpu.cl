@@ -88,12 +88,27 @@ __kernel void gemm_reduce(__global float *C, int coff, int ldc, __global const f
     *c = beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
 }
 
-/* out[j * K + k] = in[ioff + k ... ]: writes B^T densely, out (K, N) from in (N, K) with
- * leading dimension ld, so a transposed B can feed the kernels above. */
+/* out (cols x rows, dense) = in^T, in being rows x cols with leading dimension ld: what the
+ * kernels above need for a transposed B. One work-item per 16 x 16 block: sixteen row loads,
+ * sixteen column stores through a private tile (one work-item per element was ~30
+ * instructions per element, with two divisions). global = (ceil(cols/16), ceil(rows/16)). */
 __kernel void transpose_f32(__global float *out, __global const float *in, int ioff, int ld,
                             int rows, int cols) {
-    int i = get_global_id(0);
-    if (i >= rows * cols) return;
-    int c = i % cols, r = i / cols; /* out is cols x rows; i walks in */
-    out[c * rows + r] = in[ioff + r * ld + c];
+    int c0 = get_global_id(0) * 16, r0 = get_global_id(1) * 16;
+    if (c0 >= cols || r0 >= rows) return;
+    __global const float *src = in + ioff + (long)r0 * ld + c0;
+    if (c0 + 16 <= cols && r0 + 16 <= rows) {
+        float t[16][16];
+        for (int i = 0; i < 16; i++) vstore16(vload16(0, src + (long)i * ld), 0, t[i]);
+        for (int j = 0; j < 16; j++) {
+            float16 v = (float16)(t[0][j], t[1][j], t[2][j], t[3][j], t[4][j], t[5][j], t[6][j],
+                                  t[7][j], t[8][j], t[9][j], t[10][j], t[11][j], t[12][j],
+                                  t[13][j], t[14][j], t[15][j]);
+            vstore16(v, 0, out + (long)(c0 + j) * rows + r0);
+        }
+        return;
+    }
+    int nr = min(16, rows - r0), nc = min(16, cols - c0);
+    for (int j = 0; j < nc; j++)
+        for (int i = 0; i < nr; i++) out[(long)(c0 + j) * rows + r0 + i] = src[(long)i * ld + j];
 }

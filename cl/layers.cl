@@ -87,7 +87,16 @@ __kernel void maxpool2_backward(__global float *gx, int gxoff, __global const fl
     __global float *g0 = gx + gxoff + (nc * H + 2 * oh) * W, *g1 = g0 + W;
     __global const float *gr = gy + gyoff + r * OW;
     __global const int *ar = argmax + r * OW;
-    for (int ow = 0; ow < OW; ow++) {
+    int ow = 0;
+    /* eight windows at a time: two 16-wide input rows per step */
+    const uint16 mix = (uint16)(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    for (; ow + 8 <= OW; ow += 8) {
+        float8 v = vload8(0, gr + ow), z = (float8)(0.0f);
+        int8 b = vload8(0, ar + ow) - (2 * oh * W + 2 * ow + 2 * (int8)(0, 1, 2, 3, 4, 5, 6, 7));
+        vstore16(shuffle2(select(z, v, b == 0), select(z, v, b == 1), mix), 0, g0 + 2 * ow);
+        vstore16(shuffle2(select(z, v, b == W), select(z, v, b == W + 1), mix), 0, g1 + 2 * ow);
+    }
+    for (; ow < OW; ow++) {
         float v = gr[ow];
         int b = ar[ow] - 2 * oh * W - 2 * ow;
         g0[2 * ow] = b == 0 ? v : 0.0f;

@@ -128,7 +128,8 @@ static clcnn_status transpose_b(clcnn_context *ctx, int N, int K, cl_mem B, size
     CLCNN_ARG(&a, ldb);
     CLCNN_ARG(&a, N);
     CLCNN_ARG(&a, K);
-    return clcnn_launch1d(ctx, k, &a, need);
+    size_t global[2] = {(size_t)(K + 15) / 16, (size_t)(N + 15) / 16};
+    return clcnn_launch_nd(ctx, k, &a, 2, global);
 }
 
 static clcnn_status gemm_cpu(clcnn_context *ctx, int ta, int tb, int M, int N, int K, float alpha,

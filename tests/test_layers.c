@@ -353,6 +353,7 @@ int main(void) {
     test_pool(2, 3, 7, 9, 3, 2, 0, 0);
     test_pool(1, 2, 8, 8, 2, 2, 0, 0);
     test_pool(2, 3, 9, 7, 2, 2, 0, 1);  /* the 2x2 fast path: odd sizes, ties */
+    test_pool(2, 2, 7, 37, 2, 2, 0, 1); /* 2x2: 18 windows a row (vector steps + tail) */
     test_pool(3, 2, 5, 7, 3, 2, 1, 1);  /* padding 1 with ties */
     test_pool(2, 1, 6, 5, 2, 1, 0, 1);  /* stride 1 */
     test_pool(1, 1, 1, 1, 1, 1, 0, 0);  /* degenerate 1x1 */

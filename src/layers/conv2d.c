@@ -420,6 +420,6 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
     CLCNN_ARG(&f, s->OC);
     CLCNN_ARG(&f, s->C);
     CLCNN_ARG(&f, s->K);
-    if ((st = clcnn_launch1d(ctx, flip, &f, (size_t)s->OC * ckk))) return st;
+    if ((st = clcnn_launch1d(ctx, flip, &f, (size_t)s->OC * s->C))) return st;
     return clcnn_conv2d_forward(ctx, ws, &g, gx, gxoff, gy, gyoff, ws->wflip, 0, 0, N, NULL);
 }
