@@ -478,3 +478,58 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_rows(
     WT_STORE(0) WT_STORE(1) WT_STORE(2) WT_STORE(3)
     WT_STORE(4) WT_STORE(5) WT_STORE(6) WT_STORE(7)
 }
+
+/* The backward of a convolution whose output went through a fused MaxPool2d(2), from the
+ * pooled gradient gp (N, OC, PH, PW) and the pool's argmax: the gradient at the convolution's
+ * output, written as pixel rows gyt[(n*OHW + p)*OCp + oc] for conv_wgrad_rows (channels past
+ * OC are zeros) and, when nchw != 0, also in NCHW (gy) for the input-gradient convolution.
+ * It is gp at each window's argmax and zero elsewhere, including an odd last row or column
+ * that no window covers. One work-item per pair of output rows and 16 channels: per window,
+ * sixteen channels' values and argmaxes, then each of its four pixels' 16 channels as one
+ * vector store. global = N * ceil(OH/2) * OCp/16. */
+__kernel void pool2_grad_to_rows(__global float *gyt, __global float *gy, int nchw,
+                                 __global const float *gp, int gpoff, __global const int *argmax,
+                                 int N, int OC, int OCp, int OH, int OW) {
+    int PH = OH / 2, PW = OW / 2, BH = (OH + 1) / 2, BW = (OW + 1) / 2, chunks = OCp / 16;
+    int r = get_global_id(0);
+    if (r >= N * BH * chunks) return;
+    int oc0 = (r % chunks) * 16, bh = (r / chunks) % BH, n = r / (chunks * BH);
+    int oh = 2 * bh, down = oh + 1 < OH, PHW = PH * PW;
+    /* per lane: its channel's pooled plane (clamped past OC: those lanes are zeroed) */
+    __global const float *gpl = gp + gpoff + (long)n * OC * PHW + bh * PW;
+    __global const int *aml = argmax + (long)n * OC * PHW + bh * PW;
+    int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    int16 live = oc0 + lane < OC;
+    float16 z = (float16)(0.0f);
+    for (int bw = 0; bw < BW; bw++) {
+        int ow = 2 * bw, right = ow + 1 < OW, p00 = oh * OW + ow;
+        float t[16];
+        int bi[16];
+        int win = bh < PH && bw < PW;
+        for (int l = 0; l < 16; l++) {
+            long q = (long)min(oc0 + l, OC - 1) * PHW + min(bw, PW - 1);
+            t[l] = win ? gpl[q] : 0.0f;
+            bi[l] = win ? aml[q] - p00 : -1;
+        }
+        float16 v = select(z, vload16(0, t), live);
+        int16 b = vload16(0, bi);
+        float16 v00 = select(z, v, b == 0), v01 = select(z, v, b == 1);
+        float16 v10 = select(z, v, b == OW), v11 = select(z, v, b == OW + 1);
+        __global float *r00 = gyt + ((long)n * OH * OW + p00) * OCp + oc0;
+        vstore16(v00, 0, r00);
+        if (right) vstore16(v01, 0, r00 + OCp);
+        if (down) vstore16(v10, 0, r00 + (long)OW * OCp);
+        if (right && down) vstore16(v11, 0, r00 + (long)(OW + 1) * OCp);
+        if (!nchw) continue;
+        float a00[16], a01[16], a10[16], a11[16];
+        vstore16(v00, 0, a00), vstore16(v01, 0, a01), vstore16(v10, 0, a10);
+        vstore16(v11, 0, a11);
+        for (int l = 0; l < 16 && oc0 + l < OC; l++) {
+            __global float *g = gy + ((long)(n * OC + oc0 + l) * OH + oh) * OW + ow;
+            g[0] = a00[l];
+            if (right) g[1] = a01[l];
+            if (down) g[OW] = a10[l];
+            if (right && down) g[OW + 1] = a11[l];
+        }
+    }
+}

@@ -309,7 +309,10 @@ clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
             /* Direct forward, weight gradient and input gradient: no im2col scratch, only the
              * weight gradient's rows and partial sums. */
             size_t wr, wc;
-            clcnn_conv2d_wgrad_scratch(m->ctx, &L->conv, n, &wr, &wc);
+            int pooled = i + 1 < m->n_layers && m->layers[i + 1].d.kind == CLCNN_LAYER_MAXPOOL2D &&
+                         m->layers[i + 1].d.kernel == 2 && m->layers[i + 1].d.stride == 2 &&
+                         m->layers[i + 1].d.pad == 0;
+            clcnn_conv2d_wgrad_scratch(m->ctx, &L->conv, n, pooled, &wr, &wc);
             if (wr > rows) rows = wr;
             if (wc > col) col = wc;
             if (xp && xg) continue;
@@ -365,6 +368,28 @@ static clcnn_status ctx_status(clcnn_model *m, clcnn_status st) {
     return st;
 }
 
+/* Whether layer i is a convolution whose forward carries the MaxPool2d(2) of layer i + 1. */
+static int pool_fused(const clcnn_model *m, int i, int n) {
+    if (i < 0 || i + 1 >= m->n_layers) return 0;
+    const clcnn_layer *L = &m->layers[i], *P = &m->layers[i + 1];
+    return L->d.kind == CLCNN_LAYER_CONV2D && P->d.kind == CLCNN_LAYER_MAXPOOL2D &&
+           P->d.kernel == 2 && P->d.stride == 2 && P->d.pad == 0 &&
+           clcnn_conv2d_can_pool(m->ctx, &m->ws, &L->conv, n);
+}
+
+/* Whether layer i's input gradient is used: some layer before it has parameters. */
+static int needs_gx(const clcnn_model *m, int i) {
+    for (int j = 0; j < i; j++)
+        if (m->layers[j].wparam >= 0) return 1;
+    return 0;
+}
+
+/* Whether the backward of the fused pair at layers i (conv), i + 1 (pool) is fused too. */
+static int pool_backward_fused(const clcnn_model *m, int i, int n) {
+    return pool_fused(m, i, n) &&
+           clcnn_conv2d_can_pool_backward(m->ctx, &m->ws, &m->layers[i].conv, n, needs_gx(m, i));
+}
+
 clcnn_status clcnn_model_forward(clcnn_model *m, int n) {
     clcnn_context *ctx = m->ctx;
     clcnn_status st = CLCNN_SUCCESS;
@@ -377,10 +402,7 @@ clcnn_status clcnn_model_forward(clcnn_model *m, int n) {
         clcnn_prof_section(ctx, L->label[0], L->flops * n);
         /* A MaxPool2d(2) right after a convolution rides in the convolution's store: its
          * output, which nothing else reads, is never written. */
-        const clcnn_layer *P = i + 1 < m->n_layers ? &m->layers[i + 1] : NULL;
-        if (d->kind == CLCNN_LAYER_CONV2D && P && P->d.kind == CLCNN_LAYER_MAXPOOL2D &&
-            P->d.kernel == 2 && P->d.stride == 2 && P->d.pad == 0 &&
-            clcnn_conv2d_can_pool(ctx, &m->ws, &L->conv, n)) {
+        if (pool_fused(m, i, n)) {
             st =
                 clcnn_conv2d_forward_pool(ctx, &m->ws, &L->conv, m->act[i + 2], 0, m->argmax[i + 1],
                                           x, 0, m->p, woff, boff < 0 ? 0 : boff, n);
@@ -419,11 +441,18 @@ static clcnn_status backward(clcnn_model *m, int n) {
         int boff = L->bparam >= 0 ? (int)m->params[L->bparam].off : -1;
         cl_mem gx = i > 0 ? m->gact[i] : NULL, gy = m->gact[i + 1];
         /* Nothing before layer i has parameters: its input gradient is never used. */
-        int need_gx = 0;
-        for (int j = 0; j < i; j++)
-            need_gx |= m->layers[j].wparam >= 0;
+        int need_gx = needs_gx(m, i);
         if (!need_gx && L->wparam < 0) break;
         if (!need_gx) gx = NULL;
+        /* A pool whose backward is fused with its convolution's: done there, from gy. */
+        if (pool_backward_fused(m, i - 1, n)) continue;
+        if (pool_backward_fused(m, i, n)) {
+            clcnn_prof_section(ctx, L->label[1], L->flops * n * (gx ? 2 : 1));
+            st = clcnn_conv2d_backward_pooled(ctx, &m->ws, &L->conv, gx, 0, m->g, woff,
+                                              boff < 0 ? 0 : boff, m->gact[i + 2], 0,
+                                              m->argmax[i + 1], gy, m->act[i], 0, m->p, n);
+            continue;
+        }
         /* Weight gradient, plus the input gradient when it is needed: 1 or 2 forwards' work. */
         clcnn_prof_section(ctx, L->label[1], L->flops * n * (gx ? 2 : 1));
         switch (d->kind) {

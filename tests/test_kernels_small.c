@@ -129,10 +129,14 @@ int main(void) {
         /* 4 x 32 x 32 = 4096 output pixels in a batch: the split-K weight gradient (its partial
          * sums and gemm_reduce) on the cpu backend */
         {"conv(2,3,stride=2,pad=1) flatten linear(10)", 1, 64, 64, CLCNN_OPTIMIZER_SGD, 0, 0, 0},
-        /* 6 x 5 x 5 = 150 taps in the second conv: the row-GEMM weight gradient (gy to pixel
-         * rows, then conv_wgrad_rows); odd 2x2 pool input (7x7) */
+        /* 6 x 5 x 5 = 150 taps in the second conv, whose pool is fused forward and backward
+         * (the gradient goes straight to pixel rows and NCHW for the input gradient); odd
+         * 2x2 pool input (7x7) */
         {"conv(6,3,pad=1) conv(5,5,pad=2) maxpool(2) flatten linear(10)", 1, 7, 7,
          CLCNN_OPTIMIZER_SGD, 0.9, 0, 0},
+        /* a first convolution with its pool fused both ways (no input gradient), odd 9x11
+         * maps: the pool's uncovered last row and column */
+        {"conv(4,3,pad=1) maxpool(2) flatten linear(10)", 2, 9, 11, CLCNN_OPTIMIZER_SGD, 0, 0, 0},
     };
     clcnn_devices *devs = NULL;
     clcnn_context *ctx = NULL;

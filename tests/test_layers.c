@@ -71,10 +71,67 @@ static void compare(const char *what, cl_mem b, int off, const double *ref, size
     free(f);
 }
 
+/* A device buffer of n NaNs. */
+static cl_mem nan_buf(size_t n) {
+    double *v = malloc((n ? n : 1) * sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = NAN;
+    cl_mem m = dev(v, n);
+    free(v);
+    return m;
+}
+
 typedef struct conv_case {
     int N, C, H, W, OC, K, stride, pad, bias;
     int chunked; /* 1 = workspace for two images only: forces the chunked path */
 } conv_case;
+
+/* The fused conv + MaxPool2d(2) backward from a random pooled gradient, against the double
+ * reference convolution backward of that gradient scattered to the argmax positions (am:
+ * the fused forward's argmax); with and without the input gradient. */
+static void test_pooled_backward(const conv_case *t, const clcnn_conv2d_shape *s,
+                                 clcnn_workspace *ws, const char *name, const int *am,
+                                 const double *x, const double *w, cl_mem dx, cl_mem dp, int woff,
+                                 int boff) {
+    int PH = s->OH / 2, PW = s->OW / 2, ohw = s->OH * s->OW;
+    size_t np = (size_t)t->N * t->OC * PH * PW, ny = (size_t)t->N * t->OC * ohw;
+    size_t nx = (size_t)t->N * t->C * t->H * t->W, nw = (size_t)t->OC * t->C * t->K * t->K;
+    char what[240];
+    for (int with_gx = 1; with_gx >= 0; with_gx--) {
+        if (!clcnn_conv2d_can_pool_backward(ctx, ws, s, t->N, with_gx)) {
+            CHECK_MSG(0, "%s: the fused pool backward is not possible (gx %d)", name, with_gx);
+            return;
+        }
+    }
+    double *gp = rnd(np, 1.0), *gy = zeros(ny), *gx = zeros(nx), *gw = zeros(nw);
+    double *gb = zeros((size_t)t->OC);
+    for (size_t q = 0; q < np; q++) /* plane of q: q / (PH*PW); its argmax indexes that plane */
+        gy[q / (size_t)(PH * PW) * (size_t)ohw + (size_t)am[q]] = gp[q];
+    clcnn_ref_conv2d_backward(gx, gw, t->bias ? gb : NULL, gy, x, w, t->N, t->C, t->H, t->W, t->OC,
+                              t->K, 1, t->pad);
+    cl_mem dgp = dev_at(gp, np, 1), dam = dev(NULL, np), dgy = nan_buf(ny);
+    cl_mem dgx = nan_buf(nx + 4), dg = nan_buf((size_t)boff + t->OC);
+    CHECK(clEnqueueWriteBuffer(ctx->queue, dam, CL_TRUE, 0, np * sizeof *am, am, 0, NULL, NULL) ==
+          0);
+    for (int with_gx = 1; with_gx >= 0; with_gx--) {
+        CHECK(clcnn_conv2d_backward_pooled(ctx, ws, s, with_gx ? dgx : NULL, 4, dg, woff, boff, dgp,
+                                           1, dam, dgy, dx, 3, dp, t->N) == 0);
+        if (with_gx) {
+            snprintf(what, sizeof what, "%s pooled backward grad x", name);
+            compare(what, dgx, 4, gx, nx);
+        }
+        snprintf(what, sizeof what, "%s pooled backward grad w%s", name, with_gx ? "" : " (no gx)");
+        compare(what, dg, woff, gw, nw);
+        if (t->bias) {
+            snprintf(what, sizeof what, "%s pooled backward grad b", name);
+            compare(what, dg, boff, gb, (size_t)t->OC);
+        }
+    }
+    cl_mem rel[] = {dgp, dam, dgy, dgx, dg};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++)
+        clReleaseMemObject(rel[i]);
+    free(gp), free(gy), free(gx), free(gw), free(gb);
+}
 
 static void test_conv(const conv_case *t) {
     clcnn_conv2d_shape s = {t->C, t->H, t->W, t->OC, t->K, t->stride, t->pad, 0, 0, t->bias};
@@ -132,12 +189,12 @@ static void test_conv(const conv_case *t) {
     }
     if (xp) { /* the direct weight gradient's scratch */
         size_t wr, wc;
-        clcnn_conv2d_wgrad_scratch(ctx, &s, t->N, &wr, &wc);
+        clcnn_conv2d_wgrad_scratch(ctx, &s, t->N, 1, &wr, &wc);
         if (wr > rows) rows = wr;
         if (wc > col) col = wc;
     }
     ws.col = dev(NULL, col), ws.col_cap = col;
-    ws.rows = dev(NULL, rows), ws.rows_cap = rows;
+    ws.rows = nan_buf(rows), ws.rows_cap = rows; /* every path must write before it reads */
     /* The kept-im2col path: the batch's matrix in its own buffer, reused by the backward. */
     cl_mem keep = t->chunked ? NULL : dev(NULL, (size_t)t->N * s.OH * s.OW * t->C * t->K * t->K);
     CHECK(clcnn_conv2d_forward(ctx, &ws, &s, dy, 2, dx, 3, dp, woff, boff, t->N, keep) == 0);
@@ -184,6 +241,7 @@ static void test_conv(const conv_case *t) {
             bad += memcmp(&ua[i], &fa[i], 4) != 0 || ia[i] != ib[i];
         CHECK_MSG(bad == 0, "%s: fused pool differs from conv + pool in %zu of %zu outputs%s", name,
                   bad, np, zero_in ? " (zero input: ties)" : "");
+        if (!zero_in) test_pooled_backward(t, &s, &ws, name, ib, x, w, dx, dp, woff, boff);
         free(ua), free(fa), free(ia), free(ib), free(nan_fill);
         cl_mem rel[] = {uy, py, pam, fy, fam, zero_in ? in : NULL};
         for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++)

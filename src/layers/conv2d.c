@@ -47,9 +47,11 @@ typedef struct wgrad_plan {
 } wgrad_plan;
 
 /* The row GEMM's plan; all zero when the rule rules it out (tuned: never, it is a candidate). */
-static wgrad_plan plan_wgrad(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N) {
+static wgrad_plan plan_wgrad(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N,
+                             int pooled) {
     wgrad_plan p = {0, 0, 0, 0, 0};
-    if (!ctx->autotune && s->C * s->K * s->K < WGRAD_ROWS_MIN_TAPS) return p;
+    /* After a fused pool the rows come without a transpose: always the row GEMM. */
+    if (!ctx->autotune && !pooled && s->C * s->K * s->K < WGRAD_ROWS_MIN_TAPS) return p;
     size_t per = (size_t)s->OH * (size_t)s->OW * (size_t)((s->OC + 31) / 32 * 32);
     size_t nb = WGRAD_SLICE_FLOATS / (per ? per : 1);
     p.ocp = (s->OC + 31) / 32 * 32;
@@ -61,10 +63,10 @@ static wgrad_plan plan_wgrad(const clcnn_context *ctx, const clcnn_conv2d_shape 
 }
 
 void clcnn_conv2d_wgrad_scratch(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N,
-                                size_t *rows, size_t *col) {
+                                int pooled, size_t *rows, size_t *col) {
     *rows = *col = 0;
     if (!clcnn_conv2d_direct_scratch(ctx, s, N)) return;
-    wgrad_plan p = plan_wgrad(ctx, s, N);
+    wgrad_plan p = plan_wgrad(ctx, s, N, pooled);
     *rows = p.rows, *col = p.part;
 }
 
@@ -214,6 +216,7 @@ typedef struct wgrad_args {
     wgrad_plan plan;
     cl_mem grads, gy, x, params;
     int woff, boff, gyoff, xoff, N;
+    int rows_ready; /* ws->rows already holds gy as pixel rows (after a fused pool) */
 } wgrad_args;
 
 /* Pixel-row GEMM: gy to pixel rows, then an implicit GEMM against the padded input, per
@@ -239,7 +242,7 @@ static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
     CLCNN_ARG(&t, s->OC);
     CLCNN_ARG(&t, ohw);
     CLCNN_ARG(&t, plan.ocp);
-    if ((st = clcnn_launch1d(ctx, tr, &t, (size_t)N * ohw))) return st;
+    if (!w->rows_ready && (st = clcnn_launch1d(ctx, tr, &t, (size_t)N * ohw))) return st;
     cl_mem out = plan.S > 1 ? ws->col : grads;
     int outoff = plan.S > 1 ? 0 : woff, ostride = s->OC * ckk;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
@@ -320,6 +323,25 @@ static clcnn_status wgrad_run(clcnn_context *ctx, int c, void *arg) {
     return c == 1 ? wgrad_rows(ctx, arg) : wgrad_lanes(ctx, arg);
 }
 
+/* The stride-1 input gradient as a convolution of gy with the flipped weights. */
+static clcnn_status input_grad_conv(clcnn_context *ctx, clcnn_workspace *ws,
+                                    const clcnn_conv2d_shape *s, cl_mem gx, int gxoff, cl_mem gy,
+                                    int gyoff, cl_mem params, int woff, int N) {
+    clcnn_conv2d_shape g;
+    clcnn_status st;
+    CLCNN_ASSERT(clcnn_conv2d_grad_input_shape(s, &g));
+    clcnn_kern *flip = clcnn_kernel_must(ctx, "flip_weights");
+    clcnn_args f = {flip->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&f, ws->wflip);
+    CLCNN_ARG(&f, params);
+    CLCNN_ARG(&f, woff);
+    CLCNN_ARG(&f, s->OC);
+    CLCNN_ARG(&f, s->C);
+    CLCNN_ARG(&f, s->K);
+    if ((st = clcnn_launch1d(ctx, flip, &f, (size_t)s->OC * s->C))) return st;
+    return clcnn_conv2d_forward(ctx, ws, &g, gx, gxoff, gy, gyoff, ws->wflip, 0, 0, N, NULL);
+}
+
 clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
                                    const clcnn_conv2d_shape *s, cl_mem gx, int gxoff, cl_mem grads,
                                    int woff, int boff, cl_mem gy, int gyoff, cl_mem x, int xoff,
@@ -333,7 +355,7 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
     int via_conv = gx && ws->wflip && clcnn_conv2d_grad_input_shape(s, &g) &&
                    ws->wflip_cap >= (size_t)s->OC * ckk &&
                    (clcnn_conv2d_chunk(&g, ws) > 0 || use_direct(ctx, ws, &g, N));
-    wgrad_plan plan = plan_wgrad(ctx, s, N);
+    wgrad_plan plan = plan_wgrad(ctx, s, N, 0);
     /* The direct weight gradient: the pixel-row GEMM when the plan picks it and its scratch is
      * there (a model sizes it), else the kernel that reads gy in place. */
     int direct = use_direct(ctx, ws, s, N);
@@ -359,7 +381,7 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
         if ((st = clcnn_launch_items(ctx, kb, &a, (size_t)s->OC))) return st;
     }
     if (direct) {
-        wgrad_args wa = {ws, s, plan, grads, gy, x, params, woff, boff, gyoff, xoff, N};
+        wgrad_args wa = {ws, s, plan, grads, gy, x, params, woff, boff, gyoff, xoff, N, 0};
         /* Tuned: both kernels timed once per shape and batch (only when the row GEMM's
          * scratch is there; a model sizes it for every direct layer when tuning). */
         static const char *const names[2] = {"lanes", "rows"};
@@ -412,14 +434,61 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
         if ((st = clcnn_launch1d(ctx, c2i, &b, (size_t)nimg * s->C * s->H * s->W))) return st;
     }
     if (!via_conv) return CLCNN_SUCCESS;
-    clcnn_kern *flip = clcnn_kernel_must(ctx, "flip_weights");
-    clcnn_args f = {flip->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&f, ws->wflip);
-    CLCNN_ARG(&f, params);
-    CLCNN_ARG(&f, woff);
-    CLCNN_ARG(&f, s->OC);
-    CLCNN_ARG(&f, s->C);
-    CLCNN_ARG(&f, s->K);
-    if ((st = clcnn_launch1d(ctx, flip, &f, (size_t)s->OC * s->C))) return st;
-    return clcnn_conv2d_forward(ctx, ws, &g, gx, gxoff, gy, gyoff, ws->wflip, 0, 0, N, NULL);
+    return input_grad_conv(ctx, ws, s, gx, gxoff, gy, gyoff, params, woff, N);
+}
+
+int clcnn_conv2d_can_pool_backward(const clcnn_context *ctx, const clcnn_workspace *ws,
+                                   const clcnn_conv2d_shape *s, int N, int need_gx) {
+    wgrad_plan plan = plan_wgrad(ctx, s, N, 1);
+    clcnn_conv2d_shape g;
+    if (!use_direct(ctx, ws, s, N) || !ws->rows || ws->rows_cap < plan.rows ||
+        (plan.S > 1 && (!ws->col || ws->col_cap < plan.part)))
+        return 0;
+    return !need_gx || (ws->wflip && ws->wflip_cap >= (size_t)s->OC * s->C * s->K * s->K &&
+                        clcnn_conv2d_grad_input_shape(s, &g) && use_direct(ctx, ws, &g, N));
+}
+
+clcnn_status clcnn_conv2d_backward_pooled(clcnn_context *ctx, clcnn_workspace *ws,
+                                          const clcnn_conv2d_shape *s, cl_mem gx, int gxoff,
+                                          cl_mem grads, int woff, int boff, cl_mem gp, int gpoff,
+                                          cl_mem argmax, cl_mem gy, cl_mem x, int xoff,
+                                          cl_mem params, int N) {
+    CLCNN_ASSERT(clcnn_conv2d_can_pool_backward(ctx, ws, s, N, gx != NULL));
+    wgrad_plan plan = plan_wgrad(ctx, s, N, 1);
+    int PH = s->OH / 2, PW = s->OW / 2, phw = PH * PW, nchw = gx != NULL;
+    clcnn_status st;
+    if (s->bias) { /* the zeros the pool's backward adds change no sum: sum gp directly */
+        clcnn_kern *kb = clcnn_kernel_must(ctx, "bias_grad");
+        int acc = 0;
+        clcnn_args a = {kb->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&a, grads);
+        CLCNN_ARG(&a, boff);
+        CLCNN_ARG(&a, gp);
+        CLCNN_ARG(&a, gpoff);
+        CLCNN_ARG(&a, N);
+        CLCNN_ARG(&a, s->OC);
+        CLCNN_ARG(&a, phw);
+        CLCNN_ARG(&a, acc);
+        if ((st = clcnn_launch_items(ctx, kb, &a, (size_t)s->OC))) return st;
+    }
+    clcnn_kern *ex = clcnn_kernel_must(ctx, "pool2_grad_to_rows");
+    cl_mem gy_arg = nchw ? gy : ws->rows; /* a valid buffer the kernel leaves alone */
+    clcnn_args e = {ex->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&e, ws->rows);
+    CLCNN_ARG(&e, gy_arg);
+    CLCNN_ARG(&e, nchw);
+    CLCNN_ARG(&e, gp);
+    CLCNN_ARG(&e, gpoff);
+    CLCNN_ARG(&e, argmax);
+    CLCNN_ARG(&e, N);
+    CLCNN_ARG(&e, s->OC);
+    CLCNN_ARG(&e, plan.ocp);
+    CLCNN_ARG(&e, s->OH);
+    CLCNN_ARG(&e, s->OW);
+    size_t blocks = (size_t)N * (size_t)((s->OH + 1) / 2) * (size_t)(plan.ocp / 16);
+    if ((st = clcnn_launch1d(ctx, ex, &e, blocks))) return st;
+    wgrad_args wa = {ws, s, plan, grads, gy, x, params, woff, boff, 0, xoff, N, 1};
+    if ((st = wgrad_rows(ctx, &wa))) return st;
+    if (!gx) return CLCNN_SUCCESS;
+    return input_grad_conv(ctx, ws, s, gx, gxoff, gy, 0, params, woff, N);
 }

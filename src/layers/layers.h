@@ -35,9 +35,10 @@ int clcnn_conv2d_grad_input_shape(const clcnn_conv2d_shape *s, clcnn_conv2d_shap
 size_t clcnn_conv2d_direct_scratch(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N);
 
 /* Floats of rows and col scratch the direct weight gradient needs for N images (gy as pixel
- * rows, per-slice partial sums), or 0 and 0 off the direct path. */
+ * rows, per-slice partial sums), or 0 and 0 off the direct path. `pooled`: the layer's output
+ * goes through a fused MaxPool2d(2), whose backward always takes the row GEMM. */
 void clcnn_conv2d_wgrad_scratch(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N,
-                                size_t *rows, size_t *col);
+                                int pooled, size_t *rows, size_t *col);
 
 /* Floats of col and rows scratch that `chunk` images of this layer need. */
 void clcnn_conv2d_scratch(const clcnn_conv2d_shape *s, int chunk, size_t *col, size_t *rows);
@@ -59,6 +60,19 @@ clcnn_status clcnn_conv2d_forward_pool(clcnn_context *ctx, clcnn_workspace *ws,
                                        const clcnn_conv2d_shape *s, cl_mem y, int yoff,
                                        cl_mem argmax, cl_mem x, int xoff, cl_mem params, int woff,
                                        int boff, int N);
+/* The backward of a convolution and the MaxPool2d(2) fused into its forward, from the pooled
+ * gradient gp (N, OC, OH/2, OW/2) and the pool's argmax, without the pool's own backward:
+ * the gradient at the convolution's output goes straight into the pixel rows of the
+ * row-GEMM weight gradient, and into gy (N, OC, OH, OW) only when gx is wanted. Possible
+ * when clcnn_conv2d_can_pool_backward says so (the direct path, with the row GEMM's scratch
+ * sized for `pooled` by clcnn_conv2d_wgrad_scratch, and the input-gradient convolution's). */
+int clcnn_conv2d_can_pool_backward(const clcnn_context *ctx, const clcnn_workspace *ws,
+                                   const clcnn_conv2d_shape *s, int N, int need_gx);
+clcnn_status clcnn_conv2d_backward_pooled(clcnn_context *ctx, clcnn_workspace *ws,
+                                          const clcnn_conv2d_shape *s, cl_mem gx, int gxoff,
+                                          cl_mem grads, int woff, int boff, cl_mem gp, int gpoff,
+                                          cl_mem argmax, cl_mem gy, cl_mem x, int xoff,
+                                          cl_mem params, int N);
 /* gw, gb (into grads at woff/boff) and gx (if gx != NULL) from gy (N,OC,OH,OW). With keep_col
  * the forward's im2col matrix is reused and then overwritten (by the input gradient's). */
 clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
