@@ -226,11 +226,14 @@ static void release_batch(clcnn_model *m) {
         release(&m->argmax[i]);
     for (int i = 0; m->keep_col && i < m->n_layers; i++)
         release(&m->keep_col[i]);
+    for (int i = 0; m->keep_pad && i < m->n_layers; i++)
+        release(&m->keep_pad[i]);
     free(m->act);
     free(m->gact);
     free(m->argmax);
     free(m->keep_col);
-    m->act = m->gact = m->argmax = m->keep_col = NULL;
+    free(m->keep_pad);
+    m->act = m->gact = m->argmax = m->keep_col = m->keep_pad = NULL;
     release(&m->labels);
     release(&m->loss_vec);
     release(&m->correct_vec);
@@ -270,7 +273,8 @@ clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
     m->gact = calloc((size_t)m->n_layers + 1, sizeof *m->gact);
     m->argmax = calloc((size_t)m->n_layers + 1, sizeof *m->argmax);
     m->keep_col = calloc((size_t)m->n_layers + 1, sizeof *m->keep_col);
-    if (!m->act || !m->gact || !m->argmax || !m->keep_col)
+    m->keep_pad = calloc((size_t)m->n_layers + 1, sizeof *m->keep_pad);
+    if (!m->act || !m->gact || !m->argmax || !m->keep_col || !m->keep_pad)
         return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     size_t in_floats = (size_t)n * m->in_c * m->in_h * m->in_w;
     if ((st = alloc_buf(m, &m->act[0], in_floats * sizeof(float), "the input batch"))) goto fail;
@@ -306,6 +310,10 @@ clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
             }
             if (xp > xpad) xpad = xp;
             if (xg > xpad) xpad = xg;
+            if (xp) { /* the direct forward's padded input, kept for the weight gradient */
+                snprintf(what, sizeof what, "the padded input of layer %d", i);
+                if ((st = alloc_buf(m, &m->keep_pad[i], xp * sizeof(float), what))) goto fail;
+            }
             /* Direct forward, weight gradient and input gradient: no im2col scratch, only the
              * weight gradient's rows and partial sums. */
             size_t wr, wc;
@@ -405,14 +413,14 @@ clcnn_status clcnn_model_forward(clcnn_model *m, int n) {
         if (pool_fused(m, i, n)) {
             st =
                 clcnn_conv2d_forward_pool(ctx, &m->ws, &L->conv, m->act[i + 2], 0, m->argmax[i + 1],
-                                          x, 0, m->p, woff, boff < 0 ? 0 : boff, n);
+                                          x, 0, m->p, woff, boff < 0 ? 0 : boff, n, m->keep_pad[i]);
             i++;
             continue;
         }
         switch (d->kind) {
         case CLCNN_LAYER_CONV2D:
             st = clcnn_conv2d_forward(ctx, &m->ws, &L->conv, y, 0, x, 0, m->p, woff,
-                                      boff < 0 ? 0 : boff, n, m->keep_col[i]);
+                                      boff < 0 ? 0 : boff, n, m->keep_col[i], m->keep_pad[i]);
             break;
         case CLCNN_LAYER_MAXPOOL2D:
             st = clcnn_maxpool2d_forward(ctx, y, 0, m->argmax[i], x, 0, n * L->in_c, L->in_h,
@@ -448,9 +456,9 @@ static clcnn_status backward(clcnn_model *m, int n) {
         if (pool_backward_fused(m, i - 1, n)) continue;
         if (pool_backward_fused(m, i, n)) {
             clcnn_prof_section(ctx, L->label[1], L->flops * n * (gx ? 2 : 1));
-            st = clcnn_conv2d_backward_pooled(ctx, &m->ws, &L->conv, gx, 0, m->g, woff,
-                                              boff < 0 ? 0 : boff, m->gact[i + 2], 0,
-                                              m->argmax[i + 1], gy, m->act[i], 0, m->p, n);
+            st = clcnn_conv2d_backward_pooled(
+                ctx, &m->ws, &L->conv, gx, 0, m->g, woff, boff < 0 ? 0 : boff, m->gact[i + 2], 0,
+                m->argmax[i + 1], gy, m->act[i], 0, m->p, n, m->keep_pad[i]);
             continue;
         }
         /* Weight gradient, plus the input gradient when it is needed: 1 or 2 forwards' work. */
@@ -459,7 +467,7 @@ static clcnn_status backward(clcnn_model *m, int n) {
         case CLCNN_LAYER_CONV2D:
             st =
                 clcnn_conv2d_backward(ctx, &m->ws, &L->conv, gx, 0, m->g, woff, boff < 0 ? 0 : boff,
-                                      gy, 0, m->act[i], 0, m->p, n, m->keep_col[i]);
+                                      gy, 0, m->act[i], 0, m->p, n, m->keep_col[i], m->keep_pad[i]);
             break;
         case CLCNN_LAYER_MAXPOOL2D:
             st =

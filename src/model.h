@@ -44,6 +44,7 @@ struct clcnn_model {
     int cap;
     cl_mem *act, *gact, *argmax;
     cl_mem *keep_col; /* per conv layer: the batch's im2col kept for the backward, or NULL */
+    cl_mem *keep_pad; /* per direct conv layer: its padded input kept for the backward */
     cl_mem labels, loss_vec, correct_vec;
     clcnn_workspace ws;
 };

@@ -92,7 +92,7 @@ typedef struct conv_case {
 static void test_pooled_backward(const conv_case *t, const clcnn_conv2d_shape *s,
                                  clcnn_workspace *ws, const char *name, const int *am,
                                  const double *x, const double *w, cl_mem dx, cl_mem dp, int woff,
-                                 int boff) {
+                                 int boff, cl_mem kpad) {
     int PH = s->OH / 2, PW = s->OW / 2, ohw = s->OH * s->OW;
     size_t np = (size_t)t->N * t->OC * PH * PW, ny = (size_t)t->N * t->OC * ohw;
     size_t nx = (size_t)t->N * t->C * t->H * t->W, nw = (size_t)t->OC * t->C * t->K * t->K;
@@ -115,7 +115,7 @@ static void test_pooled_backward(const conv_case *t, const clcnn_conv2d_shape *s
           0);
     for (int with_gx = 1; with_gx >= 0; with_gx--) {
         CHECK(clcnn_conv2d_backward_pooled(ctx, ws, s, with_gx ? dgx : NULL, 4, dg, woff, boff, dgp,
-                                           1, dam, dgy, dx, 3, dp, t->N) == 0);
+                                           1, dam, dgy, dx, 3, dp, t->N, kpad) == 0);
         if (with_gx) {
             snprintf(what, sizeof what, "%s pooled backward grad x", name);
             compare(what, dgx, 4, gx, nx);
@@ -197,12 +197,15 @@ static void test_conv(const conv_case *t) {
     ws.rows = nan_buf(rows), ws.rows_cap = rows; /* every path must write before it reads */
     /* The kept-im2col path: the batch's matrix in its own buffer, reused by the backward. */
     cl_mem keep = t->chunked ? NULL : dev(NULL, (size_t)t->N * s.OH * s.OW * t->C * t->K * t->K);
-    CHECK(clcnn_conv2d_forward(ctx, &ws, &s, dy, 2, dx, 3, dp, woff, boff, t->N, keep) == 0);
+    /* The direct path's padded input, kept from forward to backward (NaN until padded). */
+    size_t kp = t->chunked ? 0 : clcnn_conv2d_direct_scratch(ctx, &s, t->N);
+    cl_mem kpad = kp ? nan_buf(kp) : NULL;
+    CHECK(clcnn_conv2d_forward(ctx, &ws, &s, dy, 2, dx, 3, dp, woff, boff, t->N, keep, kpad) == 0);
     char what[200];
     snprintf(what, sizeof what, "%s forward", name);
     compare(what, dy, 2, y, ny);
-    CHECK(clcnn_conv2d_backward(ctx, &ws, &s, dgx, 4, dg, woff, boff, dgy, 1, dx, 3, dp, t->N,
-                                keep) == 0);
+    CHECK(clcnn_conv2d_backward(ctx, &ws, &s, dgx, 4, dg, woff, boff, dgy, 1, dx, 3, dp, t->N, keep,
+                                kpad) == 0);
     snprintf(what, sizeof what, "%s grad x", name);
     compare(what, dgx, 4, gx, nx);
     snprintf(what, sizeof what, "%s grad w", name);
@@ -225,11 +228,12 @@ static void test_conv(const conv_case *t) {
         cl_mem in = zero_in ? dev_at(NULL, nx, 3) : dx;
         cl_mem uy = dev_at(NULL, ny, 2), py = dev_at(NULL, np, 2), pam = dev(NULL, np);
         cl_mem fy = dev_at(nan_fill, np, 2), fam = dev(NULL, np);
-        CHECK(clcnn_conv2d_forward(ctx, &ws, &s, uy, 2, in, 3, dp, woff, boff, t->N, NULL) == 0);
+        CHECK(clcnn_conv2d_forward(ctx, &ws, &s, uy, 2, in, 3, dp, woff, boff, t->N, NULL, NULL) ==
+              0);
         CHECK(clcnn_maxpool2d_forward(ctx, py, 2, pam, uy, 2, t->N * t->OC, s.OH, s.OW, 2, 2, 0, PH,
                                       PW) == 0);
-        CHECK(clcnn_conv2d_forward_pool(ctx, &ws, &s, fy, 2, fam, in, 3, dp, woff, boff, t->N) ==
-              0);
+        CHECK(clcnn_conv2d_forward_pool(ctx, &ws, &s, fy, 2, fam, in, 3, dp, woff, boff, t->N,
+                                        kpad) == 0);
         float *ua = malloc(np * 4), *fa = malloc(np * 4);
         int *ia = malloc(np * sizeof *ia), *ib = malloc(np * sizeof *ib);
         CHECK(clEnqueueReadBuffer(ctx->queue, py, CL_TRUE, 8, np * 4, ua, 0, NULL, NULL) == 0);
@@ -241,7 +245,7 @@ static void test_conv(const conv_case *t) {
             bad += memcmp(&ua[i], &fa[i], 4) != 0 || ia[i] != ib[i];
         CHECK_MSG(bad == 0, "%s: fused pool differs from conv + pool in %zu of %zu outputs%s", name,
                   bad, np, zero_in ? " (zero input: ties)" : "");
-        if (!zero_in) test_pooled_backward(t, &s, &ws, name, ib, x, w, dx, dp, woff, boff);
+        if (!zero_in) test_pooled_backward(t, &s, &ws, name, ib, x, w, dx, dp, woff, boff, kpad);
         free(ua), free(fa), free(ia), free(ib), free(nan_fill);
         cl_mem rel[] = {uy, py, pam, fy, fam, zero_in ? in : NULL};
         for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++)
@@ -249,10 +253,10 @@ static void test_conv(const conv_case *t) {
     }
     /* Without gx (first layer): weight gradient unchanged, still correct. */
     CHECK(clcnn_conv2d_backward(ctx, &ws, &s, NULL, 0, dg, woff, boff, dgy, 1, dx, 3, dp, t->N,
-                                NULL) == 0);
+                                NULL, NULL) == 0);
     snprintf(what, sizeof what, "%s grad w (no gx)", name);
     compare(what, dg, woff, gw, nw);
-    cl_mem bufs[] = {dp, dg, dx, dy, dgy, dgx, ws.col, ws.rows, keep, ws.wflip, ws.xpad};
+    cl_mem bufs[] = {dp, dg, dx, dy, dgy, dgx, ws.col, ws.rows, keep, ws.wflip, ws.xpad, kpad};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) clReleaseMemObject(bufs[i]);
     free(x), free(w), free(b), free(y), free(gy), free(gx), free(gw), free(gb), free(params);

@@ -71,15 +71,16 @@ void clcnn_conv2d_wgrad_scratch(const clcnn_context *ctx, const clcnn_conv2d_sha
 }
 
 /* The direct stride-1 convolution: pad the input once, then one launch for the batch. */
-static clcnn_status conv_direct(clcnn_context *ctx, clcnn_workspace *ws,
+static clcnn_status conv_direct(clcnn_context *ctx, cl_mem xp, int padded,
                                 const clcnn_conv2d_shape *s, cl_mem y, int yoff, cl_mem x, int xoff,
                                 cl_mem params, int woff, int boff, int N, cl_mem argmax) {
     int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad, nc = N * s->C;
     clcnn_kern *pad = clcnn_kernel_must(ctx, "pad_input");
     clcnn_kern *k = clcnn_kernel_must(ctx, "conv_direct_s1");
     clcnn_status st;
+    if (padded) goto conv; /* xp already holds this x, padded (a kept forward input) */
     clcnn_args a = {pad->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, ws->xpad);
+    CLCNN_ARG(&a, xp);
     CLCNN_ARG(&a, x);
     CLCNN_ARG(&a, xoff);
     CLCNN_ARG(&a, nc);
@@ -96,17 +97,18 @@ static clcnn_status conv_direct(clcnn_context *ctx, clcnn_workspace *ws,
     int slack_off = nc * hp * wp, slack = 3 * wp + 32;
     float zero = 0.0f;
     clcnn_args z = {fill->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&z, ws->xpad);
+    CLCNN_ARG(&z, xp);
     CLCNN_ARG(&z, slack_off);
     CLCNN_ARG(&z, slack);
     CLCNN_ARG(&z, zero);
     if ((st = clcnn_launch1d(ctx, fill, &z, (size_t)slack))) return st;
+conv:
     if (!y) return CLCNN_SUCCESS; /* padding only (the weight gradient's input) */
     if (s->OW == 8) k = clcnn_kernel_must(ctx, "conv_direct_s1_w8");
     clcnn_args b = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&b, y);
     CLCNN_ARG(&b, yoff);
-    CLCNN_ARG(&b, ws->xpad);
+    CLCNN_ARG(&b, xp);
     CLCNN_ARG(&b, params);
     CLCNN_ARG(&b, woff);
     CLCNN_ARG(&b, boff);
@@ -164,12 +166,13 @@ static clcnn_status im2col(clcnn_context *ctx, const clcnn_conv2d_shape *s, cl_m
 clcnn_status clcnn_conv2d_forward(clcnn_context *ctx, clcnn_workspace *ws,
                                   const clcnn_conv2d_shape *s, cl_mem y, int yoff, cl_mem x,
                                   int xoff, cl_mem params, int woff, int boff, int N,
-                                  cl_mem keep_col) {
+                                  cl_mem keep_col, cl_mem keep_pad) {
     int chunk = keep_col ? N : clcnn_conv2d_chunk(s, ws), ohw = s->OH * s->OW;
     int ckk = s->C * s->K * s->K;
     cl_mem col = keep_col ? keep_col : ws->col;
     if (use_direct(ctx, ws, s, N))
-        return conv_direct(ctx, ws, s, y, yoff, x, xoff, params, woff, boff, N, NULL);
+        return conv_direct(ctx, keep_pad ? keep_pad : ws->xpad, 0, s, y, yoff, x, xoff, params,
+                           woff, boff, N, NULL);
     CLCNN_ASSERT(chunk > 0); /* callers size the workspace for at least one image */
     clcnn_kern *scatter = clcnn_kernel_must(ctx, "rows_to_nchw_bias");
     clcnn_status st;
@@ -204,9 +207,10 @@ int clcnn_conv2d_can_pool(const clcnn_context *ctx, const clcnn_workspace *ws,
 clcnn_status clcnn_conv2d_forward_pool(clcnn_context *ctx, clcnn_workspace *ws,
                                        const clcnn_conv2d_shape *s, cl_mem y, int yoff,
                                        cl_mem argmax, cl_mem x, int xoff, cl_mem params, int woff,
-                                       int boff, int N) {
+                                       int boff, int N, cl_mem keep) {
     CLCNN_ASSERT(use_direct(ctx, ws, s, N) && argmax);
-    return conv_direct(ctx, ws, s, y, yoff, x, xoff, params, woff, boff, N, argmax);
+    return conv_direct(ctx, keep ? keep : ws->xpad, 0, s, y, yoff, x, xoff, params, woff, boff, N,
+                       argmax);
 }
 
 /* The direct weight gradient's operands, for its two kernels and the autotuner. */
@@ -217,6 +221,8 @@ typedef struct wgrad_args {
     cl_mem grads, gy, x, params;
     int woff, boff, gyoff, xoff, N;
     int rows_ready; /* ws->rows already holds gy as pixel rows (after a fused pool) */
+    cl_mem xp;      /* the padded input: ws->xpad, padded here, or the forward's kept copy */
+    int padded;     /* xp already holds x padded */
 } wgrad_args;
 
 /* Pixel-row GEMM: gy to pixel rows, then an implicit GEMM against the padded input, per
@@ -232,7 +238,7 @@ static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
     int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad;
     clcnn_kern *tr = clcnn_kernel_must(ctx, "gy_to_rows_pad");
     clcnn_kern *k = clcnn_kernel_must(ctx, "conv_wgrad_rows");
-    st = conv_direct(ctx, ws, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
+    st = conv_direct(ctx, w->xp, w->padded, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
     if (st) return st;
     clcnn_args t = {tr->k, 0, CL_SUCCESS};
     CLCNN_ARG(&t, ws->rows);
@@ -251,7 +257,7 @@ static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
     CLCNN_ARG(&a, ostride);
     CLCNN_ARG(&a, ws->rows);
     CLCNN_ARG(&a, plan.ocp);
-    CLCNN_ARG(&a, ws->xpad);
+    CLCNN_ARG(&a, w->xp);
     CLCNN_ARG(&a, N);
     CLCNN_ARG(&a, plan.nb);
     CLCNN_ARG(&a, s->C);
@@ -287,7 +293,6 @@ static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
 
 /* Lane reduction: reads gy in place, sums along rows in float16 lanes (conv_wgrad_s1). */
 static clcnn_status wgrad_lanes(clcnn_context *ctx, const wgrad_args *w) {
-    clcnn_workspace *ws = w->ws;
     const clcnn_conv2d_shape *s = w->s;
     cl_mem grads = w->grads, gy = w->gy, x = w->x, params = w->params;
     int woff = w->woff, boff = w->boff, gyoff = w->gyoff, xoff = w->xoff, N = w->N;
@@ -295,14 +300,14 @@ static clcnn_status wgrad_lanes(clcnn_context *ctx, const wgrad_args *w) {
     clcnn_status st;
     int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad;
     clcnn_kern *k = clcnn_kernel_must(ctx, "conv_wgrad_s1");
-    st = conv_direct(ctx, ws, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
+    st = conv_direct(ctx, w->xp, w->padded, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
     if (st) return st;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, grads);
     CLCNN_ARG(&a, woff);
     CLCNN_ARG(&a, gy);
     CLCNN_ARG(&a, gyoff);
-    CLCNN_ARG(&a, ws->xpad);
+    CLCNN_ARG(&a, w->xp);
     CLCNN_ARG(&a, N);
     CLCNN_ARG(&a, s->C);
     CLCNN_ARG(&a, hp);
@@ -339,13 +344,13 @@ static clcnn_status input_grad_conv(clcnn_context *ctx, clcnn_workspace *ws,
     CLCNN_ARG(&f, s->C);
     CLCNN_ARG(&f, s->K);
     if ((st = clcnn_launch1d(ctx, flip, &f, (size_t)s->OC * s->C))) return st;
-    return clcnn_conv2d_forward(ctx, ws, &g, gx, gxoff, gy, gyoff, ws->wflip, 0, 0, N, NULL);
+    return clcnn_conv2d_forward(ctx, ws, &g, gx, gxoff, gy, gyoff, ws->wflip, 0, 0, N, NULL, NULL);
 }
 
 clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
                                    const clcnn_conv2d_shape *s, cl_mem gx, int gxoff, cl_mem grads,
                                    int woff, int boff, cl_mem gy, int gyoff, cl_mem x, int xoff,
-                                   cl_mem params, int N, cl_mem keep_col) {
+                                   cl_mem params, int N, cl_mem keep_col, cl_mem keep_pad) {
     int chunk = keep_col ? N : clcnn_conv2d_chunk(s, ws), ohw = s->OH * s->OW;
     int ckk = s->C * s->K * s->K;
     cl_mem col = keep_col ? keep_col : ws->col;
@@ -381,7 +386,21 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
         if ((st = clcnn_launch_items(ctx, kb, &a, (size_t)s->OC))) return st;
     }
     if (direct) {
-        wgrad_args wa = {ws, s, plan, grads, gy, x, params, woff, boff, gyoff, xoff, N, 0};
+        wgrad_args wa = {ws,
+                         s,
+                         plan,
+                         grads,
+                         gy,
+                         x,
+                         params,
+                         woff,
+                         boff,
+                         gyoff,
+                         xoff,
+                         N,
+                         0,
+                         keep_pad ? keep_pad : ws->xpad,
+                         keep_pad != NULL};
         /* Tuned: both kernels timed once per shape and batch (only when the row GEMM's
          * scratch is there; a model sizes it for every direct layer when tuning). */
         static const char *const names[2] = {"lanes", "rows"};
@@ -452,7 +471,7 @@ clcnn_status clcnn_conv2d_backward_pooled(clcnn_context *ctx, clcnn_workspace *w
                                           const clcnn_conv2d_shape *s, cl_mem gx, int gxoff,
                                           cl_mem grads, int woff, int boff, cl_mem gp, int gpoff,
                                           cl_mem argmax, cl_mem gy, cl_mem x, int xoff,
-                                          cl_mem params, int N) {
+                                          cl_mem params, int N, cl_mem keep) {
     CLCNN_ASSERT(clcnn_conv2d_can_pool_backward(ctx, ws, s, N, gx != NULL));
     wgrad_plan plan = plan_wgrad(ctx, s, N, 1);
     int PH = s->OH / 2, PW = s->OW / 2, phw = PH * PW, nchw = gx != NULL;
@@ -487,7 +506,9 @@ clcnn_status clcnn_conv2d_backward_pooled(clcnn_context *ctx, clcnn_workspace *w
     CLCNN_ARG(&e, s->OW);
     size_t blocks = (size_t)N * (size_t)((s->OH + 1) / 2) * (size_t)(plan.ocp / 16);
     if ((st = clcnn_launch1d(ctx, ex, &e, blocks))) return st;
-    wgrad_args wa = {ws, s, plan, grads, gy, x, params, woff, boff, 0, xoff, N, 1};
+    wgrad_args wa = {ws,          s,    plan, grads, gy, x, params,
+                     woff,        boff, 0,    xoff,  N,  1, keep ? keep : ws->xpad,
+                     keep != NULL};
     if ((st = wgrad_rows(ctx, &wa))) return st;
     if (!gx) return CLCNN_SUCCESS;
     return input_grad_conv(ctx, ws, s, gx, gxoff, gy, 0, params, woff, N);

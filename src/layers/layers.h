@@ -45,11 +45,13 @@ void clcnn_conv2d_scratch(const clcnn_conv2d_shape *s, int chunk, size_t *col, s
 
 /* y (N,OC,OH,OW) = conv(x (N,C,H,W), w (OC,C,K,K)) + b. keep_col, when not NULL, is a buffer
  * with room for the whole batch's im2col matrix: the forward leaves it there and the backward
- * of the same batch reuses it instead of building it again (pass the same buffer to both). */
+ * of the same batch reuses it instead of building it again (pass the same buffer to both).
+ * keep_pad does the same for the direct path's padded input (clcnn_conv2d_direct_scratch
+ * floats); either may be NULL. */
 clcnn_status clcnn_conv2d_forward(clcnn_context *ctx, clcnn_workspace *ws,
                                   const clcnn_conv2d_shape *s, cl_mem y, int yoff, cl_mem x,
                                   int xoff, cl_mem params, int woff, int boff, int N,
-                                  cl_mem keep_col);
+                                  cl_mem keep_col, cl_mem keep_pad);
 /* Whether this layer's forward can carry a MaxPool2d(2) (kernel 2, stride 2, no padding) in
  * its store: on the direct path. clcnn_conv2d_forward_pool then writes the pooled output
  * (N, OC, OH/2, OW/2) and its argmax exactly as clcnn_maxpool2d_forward would from the
@@ -59,7 +61,7 @@ int clcnn_conv2d_can_pool(const clcnn_context *ctx, const clcnn_workspace *ws,
 clcnn_status clcnn_conv2d_forward_pool(clcnn_context *ctx, clcnn_workspace *ws,
                                        const clcnn_conv2d_shape *s, cl_mem y, int yoff,
                                        cl_mem argmax, cl_mem x, int xoff, cl_mem params, int woff,
-                                       int boff, int N);
+                                       int boff, int N, cl_mem keep_pad);
 /* The backward of a convolution and the MaxPool2d(2) fused into its forward, from the pooled
  * gradient gp (N, OC, OH/2, OW/2) and the pool's argmax, without the pool's own backward:
  * the gradient at the convolution's output goes straight into the pixel rows of the
@@ -72,13 +74,14 @@ clcnn_status clcnn_conv2d_backward_pooled(clcnn_context *ctx, clcnn_workspace *w
                                           const clcnn_conv2d_shape *s, cl_mem gx, int gxoff,
                                           cl_mem grads, int woff, int boff, cl_mem gp, int gpoff,
                                           cl_mem argmax, cl_mem gy, cl_mem x, int xoff,
-                                          cl_mem params, int N);
+                                          cl_mem params, int N, cl_mem keep_pad);
 /* gw, gb (into grads at woff/boff) and gx (if gx != NULL) from gy (N,OC,OH,OW). With keep_col
- * the forward's im2col matrix is reused and then overwritten (by the input gradient's). */
+ * the forward's im2col matrix is reused and then overwritten (by the input gradient's); with
+ * keep_pad the forward's padded input is reused as it is. */
 clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
                                    const clcnn_conv2d_shape *s, cl_mem gx, int gxoff, cl_mem grads,
                                    int woff, int boff, cl_mem gy, int gyoff, cl_mem x, int xoff,
-                                   cl_mem params, int N, cl_mem keep_col);
+                                   cl_mem params, int N, cl_mem keep_col, cl_mem keep_pad);
 
 /* MaxPool2d over N*C planes of HxW; argmax (int per output) feeds the backward. */
 clcnn_status clcnn_maxpool2d_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem argmax,
