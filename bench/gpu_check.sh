@@ -65,12 +65,12 @@ echo "== ctest on CLCNN_VISIBLE_DEVICES=$CLCNN_VISIBLE_DEVICES"
 echo "== start-up (second start: binary cache)"
 ./build-gpu/bench_train --steps 1 --warmup 0 | grep start-up
 ./build-gpu/bench_train --steps 1 --warmup 0 | grep start-up
-for b in clblast opencl; do
+for b in clblast gpu opencl; do
     echo "== clcnn seed, batch 64, 3x32x32, backend $b"
     CLCNN_BACKEND=$b CLCNN_PROFILE=1 ./build-gpu/bench_train --steps 50 --warmup 5
     CLCNN_BACKEND=$b ./build-gpu/bench_train --steps 200 --warmup 10 | grep clcnn:
 done
-echo "== clcnn seed, autotuned per GEMM shape (clblast vs opencl; CLCNN_AUTOTUNE=1)"
+echo "== clcnn seed, autotuned per GEMM shape (clblast, gpu, opencl; CLCNN_AUTOTUNE=1)"
 CLCNN_AUTOTUNE=1 ./build-gpu/bench_train --steps 5 --warmup 0 | grep clcnn: # tunes
 CLCNN_AUTOTUNE=1 ./build-gpu/bench_train --steps 200 --warmup 10 | grep clcnn:
 cat "$CLCNN_CACHE_DIR"/autotune-*.txt 2>/dev/null

@@ -130,9 +130,10 @@ typedef struct clcnn_context_options {
     int disable_cache;
     /* Autotuning, like torch.backends.cudnn.benchmark: 0 = as the environment says
      * (CLCNN_AUTOTUNE=1 enables), 1 = on. When on, the first use of each GEMM shape (unless
-     * CLCNN_BACKEND forces a backend) and of each stride-1 convolution's weight gradient
-     * times the interchangeable kernels and keeps the fastest, in a file beside the program
-     * binaries that later processes reuse. Off, fixed rules by device type choose, and runs
+     * CLCNN_BACKEND forces a backend: cpu against opencl on CPU devices, clblast, gpu and
+     * opencl elsewhere) and of each stride-1 convolution's weight gradient times the
+     * interchangeable kernels and keeps the fastest, in a file beside the program binaries
+     * that later processes reuse. Off, fixed rules by device type choose, and runs
      * repeat bit for bit. */
     int autotune;
 } clcnn_context_options;

@@ -110,6 +110,19 @@ clcnn_status clcnn_launch_items(clcnn_context *ctx, const clcnn_kern *k, const c
     return CLCNN_SUCCESS;
 }
 
+clcnn_status clcnn_launch_single(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,
+                                 cl_uint dims, const size_t *global) {
+    static const size_t ones[3] = {1, 1, 1};
+    cl_int rc;
+    if (a->rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a->rc, k->name);
+    for (cl_uint d = 0; d < dims; d++)
+        if (global[d] == 0) return CLCNN_SUCCESS;
+    rc = clEnqueueNDRangeKernel(ctx->queue, k->k, dims, NULL, global, ones, 0, NULL,
+                                clcnn_prof_slot(ctx, k->name));
+    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
+    return CLCNN_SUCCESS;
+}
+
 clcnn_status clcnn_launch_nd(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,
                              cl_uint dims, const size_t *global) {
     cl_int rc;

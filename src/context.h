@@ -30,6 +30,7 @@ struct clcnn_context {
     double build_seconds;
     int gemm_backend;          /* clcnn_gemm_backend, see gemm.h */
     clcnn_kern *gemm_kerns[4]; /* portable GEMM variants NN, NT, TN, TT */
+    clcnn_kern *gemm_tiled[4]; /* GPU-shaped variants; NULL when the device cannot run them */
     clcnn_kern *gemm_cpu[2];   /* CPU-shaped NN, TN */
     clcnn_kern *transpose;
     /* Profiling (enable_profiling): one event per launch, labelled by the current section
@@ -86,6 +87,10 @@ clcnn_status clcnn_launch1d(clcnn_context *ctx, const clcnn_kern *k, const clcnn
  * driver's choice on GPUs. */
 clcnn_status clcnn_launch_items(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,
                                 size_t n);
+/* Enqueues a kernel declared reqd_work_group_size(1, 1, 1) over `global` (dims values): one
+ * work-item per work-group. Records failures in ctx->err. */
+clcnn_status clcnn_launch_single(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,
+                                 cl_uint dims, const size_t *global);
 /* Enqueues k over a 2-D or 3-D range exactly as given, letting the driver choose the local
  * size; used for kernels whose work-items are heavy enough that the group shape is moot. */
 clcnn_status clcnn_launch_nd(clcnn_context *ctx, const clcnn_kern *k, const clcnn_args *a,

@@ -17,7 +17,10 @@ const char *clcnn_blas_version(void) {
 }
 
 const char *clcnn_gemm_backend_name(clcnn_gemm_backend b) {
-    return b == CLCNN_GEMM_CLBLAST ? "clblast" : b == CLCNN_GEMM_CPU ? "cpu" : "opencl";
+    return b == CLCNN_GEMM_CLBLAST ? "clblast"
+           : b == CLCNN_GEMM_CPU   ? "cpu"
+           : b == CLCNN_GEMM_GPU   ? "gpu"
+                                   : "opencl";
 }
 
 clcnn_status clcnn_gemm_init(clcnn_context *ctx) {
@@ -30,9 +33,12 @@ clcnn_status clcnn_gemm_init(clcnn_context *ctx) {
             ctx->gemm_backend = CLCNN_GEMM_OPENCL;
         else if (!strcmp(env, "cpu"))
             ctx->gemm_backend = CLCNN_GEMM_CPU;
+        else if (!strcmp(env, "gpu"))
+            ctx->gemm_backend = CLCNN_GEMM_GPU;
         else
             return clcnn_fail(&ctx->err, CLCNN_ERR_INVALID_ARGUMENT,
-                              "CLCNN_BACKEND='%s' is not a backend (clblast, opencl, cpu)", env);
+                              "CLCNN_BACKEND='%.40s' is not a backend (clblast, opencl, gpu, cpu)",
+                              env);
     } else {
         /* CLBlast's kernels are shaped for GPUs and run at a fraction of the portable kernels'
          * speed on CPU devices (docs/PERFORMANCE.md); GPUs get CLBlast. */
@@ -49,6 +55,29 @@ clcnn_status clcnn_gemm_init(clcnn_context *ctx) {
     ctx->gemm_reduce = clcnn_ctx_kernel(ctx, "gemm_reduce");
     if (!ctx->gemm_cpu[0] || !ctx->gemm_cpu[1] || !ctx->transpose || !ctx->gemm_reduce)
         return clcnn_fail(&ctx->err, CLCNN_ERR_BUILD, "CPU GEMM kernels are missing");
+    /* The tiled kernels need 16x16 work-groups and 8.3 KB of local memory: asked of the
+     * kernel and the device, not assumed. */
+    static const char *tiled[4] = {"gemm_tiled_nn", "gemm_tiled_nt", "gemm_tiled_tn",
+                                   "gemm_tiled_tt"};
+    int tiled_ok = 1;
+    for (int i = 0; i < 4; i++) {
+        clcnn_kern *k = clcnn_ctx_kernel(ctx, tiled[i]);
+        cl_ulong local = 0;
+        size_t wg = 0;
+        if (!k ||
+            clGetKernelWorkGroupInfo(k->k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg,
+                                     NULL) != CL_SUCCESS ||
+            clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL) !=
+                CL_SUCCESS ||
+            wg < 256 || local < 2 * 16 * 65 * sizeof(float))
+            tiled_ok = 0;
+        ctx->gemm_tiled[i] = k;
+    }
+    if (!tiled_ok) memset(ctx->gemm_tiled, 0, sizeof ctx->gemm_tiled);
+    if (ctx->gemm_backend == CLCNN_GEMM_GPU && !tiled_ok)
+        return clcnn_fail(&ctx->err, CLCNN_ERR_UNSUPPORTED,
+                          "CLCNN_BACKEND=gpu: this device cannot run 16x16 work-groups with "
+                          "8.3 KB of local memory");
     return CLCNN_SUCCESS;
 }
 
@@ -94,6 +123,35 @@ static clcnn_status gemm_opencl(clcnn_context *ctx, int ta, int tb, int M, int N
     CLCNN_ARG(&a, co);
     CLCNN_ARG(&a, ldc);
     return clcnn_launch_nd(ctx, k, &a, 2, global);
+}
+
+static clcnn_status gemm_gpu(clcnn_context *ctx, int ta, int tb, int M, int N, int K, float alpha,
+                             cl_mem A, size_t a_off, int lda, cl_mem B, size_t b_off, int ldb,
+                             float beta, cl_mem C, size_t c_off, int ldc) {
+    clcnn_kern *k = ctx->gemm_tiled[(ta ? 2 : 0) + (tb ? 1 : 0)];
+    int ao = (int)a_off, bo = (int)b_off, co = (int)c_off;
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    size_t global[2] = {(size_t)(N + 63) / 64 * 16, (size_t)(M + 63) / 64 * 16},
+           local[2] = {16, 16};
+    CLCNN_ARG(&a, M);
+    CLCNN_ARG(&a, N);
+    CLCNN_ARG(&a, K);
+    CLCNN_ARG(&a, alpha);
+    CLCNN_ARG(&a, A);
+    CLCNN_ARG(&a, ao);
+    CLCNN_ARG(&a, lda);
+    CLCNN_ARG(&a, B);
+    CLCNN_ARG(&a, bo);
+    CLCNN_ARG(&a, ldb);
+    CLCNN_ARG(&a, beta);
+    CLCNN_ARG(&a, C);
+    CLCNN_ARG(&a, co);
+    CLCNN_ARG(&a, ldc);
+    if (a.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a.rc, k->name);
+    cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 2, NULL, global, local, 0, NULL,
+                                       clcnn_prof_slot(ctx, k->name));
+    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
+    return CLCNN_SUCCESS;
 }
 
 /* Grows one of the context's scratch buffers to hold `need` floats. */
@@ -157,7 +215,6 @@ static clcnn_status gemm_cpu(clcnn_context *ctx, int ta, int tb, int M, int N, i
     float al = S > 1 ? 1.0f : alpha, be = S > 1 ? 0.0f : beta;
     cl_mem Cout = S > 1 ? ctx->gemm_partial : C;
     size_t global[3] = {(size_t)(M + 7) / 8, (size_t)(N + 31) / 32, (size_t)S};
-    size_t local[3] = {1, 1, 1};
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, M);
     CLCNN_ARG(&a, N);
@@ -175,11 +232,8 @@ static clcnn_status gemm_cpu(clcnn_context *ctx, int ta, int tb, int M, int N, i
     CLCNN_ARG(&a, ldcc);
     CLCNN_ARG(&a, kc);
     CLCNN_ARG(&a, cstride);
-    if (a.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a.rc, k->name);
-    cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 3, NULL, global, local, 0, NULL,
-                                       clcnn_prof_slot(ctx, k->name));
-    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
-    if (S == 1) return CLCNN_SUCCESS;
+    st = clcnn_launch_single(ctx, k, &a, 3, global);
+    if (st || S == 1) return st;
     clcnn_kern *r = ctx->gemm_reduce;
     int c_o = (int)c_off;
     clcnn_args b = {r->k, 0, CL_SUCCESS};
@@ -203,6 +257,9 @@ static clcnn_status gemm_on(clcnn_context *ctx, int backend, int trans_a, int tr
                             beta, C, c_off, ldc);
     if (backend == CLCNN_GEMM_CPU)
         return gemm_cpu(ctx, trans_a, trans_b, M, N, K, alpha, A, a_off, lda, B, b_off, ldb, beta,
+                        C, c_off, ldc);
+    if (backend == CLCNN_GEMM_GPU)
+        return gemm_gpu(ctx, trans_a, trans_b, M, N, K, alpha, A, a_off, lda, B, b_off, ldb, beta,
                         C, c_off, ldc);
     return gemm_opencl(ctx, trans_a, trans_b, M, N, K, alpha, A, a_off, lda, B, b_off, ldb, beta, C,
                        c_off, ldc);
@@ -236,13 +293,15 @@ clcnn_status clcnn_gemm(clcnn_context *ctx, int trans_a, int trans_b, int M, int
     if (M <= 0 || N <= 0) return CLCNN_SUCCESS;
     int backend = (int)ctx->gemm_backend;
     if (ctx->autotune && !ctx->gemm_forced) {
-        /* Candidates: the device type's default and the portable kernels (CLBlast is left out
-         * on CPU devices: it compiles for seconds and runs at a tenth of the CPU kernels). */
+        /* Candidates: the device type's default, the GPU-shaped tiles on other devices (when
+         * they can run them), and the portable kernels. CLBlast is left out on CPU devices: it
+         * compiles for seconds and runs at a tenth of the CPU kernels. */
         static const int cpu_dev[2] = {CLCNN_GEMM_CPU, CLCNN_GEMM_OPENCL};
-        static const int other_dev[2] = {CLCNN_GEMM_CLBLAST, CLCNN_GEMM_OPENCL};
+        static const int other_dev[3] = {CLCNN_GEMM_CLBLAST, CLCNN_GEMM_OPENCL, CLCNN_GEMM_GPU};
         static const char *const cpu_names[2] = {"cpu", "opencl"};
-        static const char *const other_names[2] = {"clblast", "opencl"};
+        static const char *const other_names[3] = {"clblast", "opencl", "gpu"};
         int is_cpu = ctx->info.type == CLCNN_DEVICE_CPU;
+        int ncand = is_cpu ? 2 : ctx->gemm_tiled[0] ? 3 : 2;
         gemm_tuning t = {is_cpu ? cpu_dev : other_dev,
                          trans_a,
                          trans_b,
@@ -263,8 +322,8 @@ clcnn_status clcnn_gemm(clcnn_context *ctx, int trans_a, int trans_b, int M, int
         clcnn_status st;
         snprintf(key, sizeof key, "gemm-%c%c-%d-%d-%d", trans_a ? 't' : 'n', trans_b ? 't' : 'n', M,
                  N, K);
-        int c = clcnn_tune_choose(ctx, key, is_cpu ? cpu_names : other_names, 2, gemm_tune_run, &t,
-                                  &st);
+        int c = clcnn_tune_choose(ctx, key, is_cpu ? cpu_names : other_names, ncand, gemm_tune_run,
+                                  &t, &st);
         if (t.scratch) {
             clFinish(ctx->queue);
             clReleaseMemObject(t.scratch);

@@ -1,6 +1,7 @@
 /* The GEMM interface every layer calls. Backends live behind it: CLBlast, clcnn's portable
- * kernels (cl/gemm.cl) and its CPU-shaped kernels (cl/gemm_cpu.cl). CLCNN_BACKEND=clblast|
- * opencl|cpu forces one; by default CPU devices get "cpu" and other devices "clblast". */
+ * kernels and GPU-shaped tiled kernels (cl/gemm.cl) and its CPU-shaped kernels
+ * (cl/gemm_cpu.cl). CLCNN_BACKEND=clblast|opencl|gpu|cpu forces one; by default CPU devices
+ * get "cpu" and other devices "clblast". */
 #ifndef CLCNN_GEMM_H
 #define CLCNN_GEMM_H
 
@@ -9,7 +10,8 @@
 typedef enum clcnn_gemm_backend {
     CLCNN_GEMM_CLBLAST = 0,
     CLCNN_GEMM_OPENCL = 1,
-    CLCNN_GEMM_CPU = 2
+    CLCNN_GEMM_CPU = 2,
+    CLCNN_GEMM_GPU = 3 /* local-memory tiled, 16x16 work-groups (cl/gemm.cl gemm_tiled_*) */
 } clcnn_gemm_backend;
 
 /* Picks the backend for ctx (CLCNN_BACKEND, else a per-device default). Called once by

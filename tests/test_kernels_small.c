@@ -137,6 +137,11 @@ int main(void) {
         /* a first convolution with its pool fused both ways (no input gradient), odd 9x11
          * maps: the pool's uncovered last row and column */
         {"conv(4,3,pad=1) maxpool(2) flatten linear(10)", 2, 9, 11, CLCNN_OPTIMIZER_SGD, 0, 0, 0},
+        /* padding 3 > K-1 on the second convolution: its input gradient cannot be a
+         * convolution, so its pool is fused forward but not backward (pool backward, then
+         * im2col + col2im) */
+        {"conv(3,3,pad=1) conv(4,3,pad=3) maxpool(2) flatten linear(10)", 1, 6, 6,
+         CLCNN_OPTIMIZER_SGD, 0, 0, 0},
     };
     clcnn_devices *devs = NULL;
     clcnn_context *ctx = NULL;

@@ -124,15 +124,10 @@ conv:
     cl_mem am = pool ? argmax : y; /* a valid buffer the kernel does not touch */
     CLCNN_ARG(&b, am);
     CLCNN_ARG(&b, pool);
-    if (b.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, b.rc, k->name);
     size_t global[3] = {s->OW == 8 ? (size_t)(s->OH + 3) / 4
                                    : (size_t)((s->OW + 15) / 16) * (size_t)((s->OH + 1) / 2),
                         (size_t)(s->OC + 7) / 8, (size_t)N};
-    size_t local[3] = {1, 1, 1};
-    cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 3, NULL, global, local, 0, NULL,
-                                       clcnn_prof_slot(ctx, k->name));
-    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
-    return CLCNN_SUCCESS;
+    return clcnn_launch_single(ctx, k, &b, 3, global);
 }
 
 /* Whether this layer's forward takes the direct path (the backward must know it: the direct
@@ -225,6 +220,18 @@ typedef struct wgrad_args {
     int padded;     /* xp already holds x padded */
 } wgrad_args;
 
+/* The weight-gradient kernels' trailing shape arguments: C, Hp, Wp, OC, K, OH, OW. */
+static void wgrad_shape_args(clcnn_args *a, const clcnn_conv2d_shape *s) {
+    int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad;
+    CLCNN_ARG(a, s->C);
+    CLCNN_ARG(a, hp);
+    CLCNN_ARG(a, wp);
+    CLCNN_ARG(a, s->OC);
+    CLCNN_ARG(a, s->K);
+    CLCNN_ARG(a, s->OH);
+    CLCNN_ARG(a, s->OW);
+}
+
 /* Pixel-row GEMM: gy to pixel rows, then an implicit GEMM against the padded input, per
  * slice of the batch, and the slices' sum. */
 static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
@@ -235,7 +242,6 @@ static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
     int woff = w->woff, boff = w->boff, gyoff = w->gyoff, xoff = w->xoff, N = w->N;
     int ohw = s->OH * s->OW, ckk = s->C * s->K * s->K;
     clcnn_status st;
-    int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad;
     clcnn_kern *tr = clcnn_kernel_must(ctx, "gy_to_rows_pad");
     clcnn_kern *k = clcnn_kernel_must(ctx, "conv_wgrad_rows");
     st = conv_direct(ctx, w->xp, w->padded, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
@@ -260,19 +266,9 @@ static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
     CLCNN_ARG(&a, w->xp);
     CLCNN_ARG(&a, N);
     CLCNN_ARG(&a, plan.nb);
-    CLCNN_ARG(&a, s->C);
-    CLCNN_ARG(&a, hp);
-    CLCNN_ARG(&a, wp);
-    CLCNN_ARG(&a, s->OC);
-    CLCNN_ARG(&a, s->K);
-    CLCNN_ARG(&a, s->OH);
-    CLCNN_ARG(&a, s->OW);
-    if (a.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a.rc, k->name);
+    wgrad_shape_args(&a, s);
     size_t global[3] = {(size_t)(ckk + 7) / 8, (size_t)plan.ocp / 32, (size_t)plan.S};
-    size_t local[3] = {1, 1, 1};
-    cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 3, NULL, global, local, 0, NULL,
-                                       clcnn_prof_slot(ctx, k->name));
-    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
+    if ((st = clcnn_launch_single(ctx, k, &a, 3, global))) return st;
     if (plan.S > 1) {
         clcnn_kern *r = clcnn_kernel_must(ctx, "gemm_reduce");
         float alpha = 1.0f, beta = 0.0f;
@@ -298,7 +294,6 @@ static clcnn_status wgrad_lanes(clcnn_context *ctx, const wgrad_args *w) {
     int woff = w->woff, boff = w->boff, gyoff = w->gyoff, xoff = w->xoff, N = w->N;
     int ckk = s->C * s->K * s->K;
     clcnn_status st;
-    int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad;
     clcnn_kern *k = clcnn_kernel_must(ctx, "conv_wgrad_s1");
     st = conv_direct(ctx, w->xp, w->padded, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
     if (st) return st;
@@ -309,23 +304,29 @@ static clcnn_status wgrad_lanes(clcnn_context *ctx, const wgrad_args *w) {
     CLCNN_ARG(&a, gyoff);
     CLCNN_ARG(&a, w->xp);
     CLCNN_ARG(&a, N);
-    CLCNN_ARG(&a, s->C);
-    CLCNN_ARG(&a, hp);
-    CLCNN_ARG(&a, wp);
-    CLCNN_ARG(&a, s->OC);
-    CLCNN_ARG(&a, s->K);
-    CLCNN_ARG(&a, s->OH);
-    CLCNN_ARG(&a, s->OW);
-    if (a.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a.rc, k->name);
-    size_t global[2] = {(size_t)(ckk + 3) / 4, (size_t)(s->OC + 3) / 4}, local[2] = {1, 1};
-    cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 2, NULL, global, local, 0, NULL,
-                                       clcnn_prof_slot(ctx, k->name));
-    if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, k->name);
-    return CLCNN_SUCCESS;
+    wgrad_shape_args(&a, s);
+    size_t global[2] = {(size_t)(ckk + 3) / 4, (size_t)(s->OC + 3) / 4};
+    return clcnn_launch_single(ctx, k, &a, 2, global);
 }
 
 static clcnn_status wgrad_run(clcnn_context *ctx, int c, void *arg) {
     return c == 1 ? wgrad_rows(ctx, arg) : wgrad_lanes(ctx, arg);
+}
+
+clcnn_status clcnn_bias_grad(clcnn_context *ctx, cl_mem grads, int boff, cl_mem g, int goff, int N,
+                             int OC, int hw) {
+    clcnn_kern *kb = clcnn_kernel_must(ctx, "bias_grad");
+    int acc = 0;
+    clcnn_args a = {kb->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, grads);
+    CLCNN_ARG(&a, boff);
+    CLCNN_ARG(&a, g);
+    CLCNN_ARG(&a, goff);
+    CLCNN_ARG(&a, N);
+    CLCNN_ARG(&a, OC);
+    CLCNN_ARG(&a, hw);
+    CLCNN_ARG(&a, acc);
+    return clcnn_launch_items(ctx, kb, &a, (size_t)OC);
 }
 
 /* The stride-1 input gradient as a convolution of gy with the flipped weights. */
@@ -371,20 +372,7 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
     clcnn_kern *gather = clcnn_kernel_must(ctx, "nchw_to_rows"),
                *c2i = clcnn_kernel_must(ctx, "col2im");
     clcnn_status st;
-    if (s->bias) {
-        clcnn_kern *kb = clcnn_kernel_must(ctx, "bias_grad");
-        int acc = 0;
-        clcnn_args a = {kb->k, 0, CL_SUCCESS};
-        CLCNN_ARG(&a, grads);
-        CLCNN_ARG(&a, boff);
-        CLCNN_ARG(&a, gy);
-        CLCNN_ARG(&a, gyoff);
-        CLCNN_ARG(&a, N);
-        CLCNN_ARG(&a, s->OC);
-        CLCNN_ARG(&a, ohw);
-        CLCNN_ARG(&a, acc);
-        if ((st = clcnn_launch_items(ctx, kb, &a, (size_t)s->OC))) return st;
-    }
+    if (s->bias && (st = clcnn_bias_grad(ctx, grads, boff, gy, gyoff, N, s->OC, ohw))) return st;
     if (direct) {
         wgrad_args wa = {ws,
                          s,
@@ -476,20 +464,8 @@ clcnn_status clcnn_conv2d_backward_pooled(clcnn_context *ctx, clcnn_workspace *w
     wgrad_plan plan = plan_wgrad(ctx, s, N, 1);
     int PH = s->OH / 2, PW = s->OW / 2, phw = PH * PW, nchw = gx != NULL;
     clcnn_status st;
-    if (s->bias) { /* the zeros the pool's backward adds change no sum: sum gp directly */
-        clcnn_kern *kb = clcnn_kernel_must(ctx, "bias_grad");
-        int acc = 0;
-        clcnn_args a = {kb->k, 0, CL_SUCCESS};
-        CLCNN_ARG(&a, grads);
-        CLCNN_ARG(&a, boff);
-        CLCNN_ARG(&a, gp);
-        CLCNN_ARG(&a, gpoff);
-        CLCNN_ARG(&a, N);
-        CLCNN_ARG(&a, s->OC);
-        CLCNN_ARG(&a, phw);
-        CLCNN_ARG(&a, acc);
-        if ((st = clcnn_launch_items(ctx, kb, &a, (size_t)s->OC))) return st;
-    }
+    /* the bias: the zeros the pool's backward would add change no sum, so sum gp directly */
+    if (s->bias && (st = clcnn_bias_grad(ctx, grads, boff, gp, gpoff, N, s->OC, phw))) return st;
     clcnn_kern *ex = clcnn_kernel_must(ctx, "pool2_grad_to_rows");
     cl_mem gy_arg = nchw ? gy : ws->rows; /* a valid buffer the kernel leaves alone */
     clcnn_args e = {ex->k, 0, CL_SUCCESS};

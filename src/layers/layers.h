@@ -83,6 +83,11 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
                                    int woff, int boff, cl_mem gy, int gyoff, cl_mem x, int xoff,
                                    cl_mem params, int N, cl_mem keep_col, cl_mem keep_pad);
 
+/* gb[boff + c] = sum over n < N and p < hw of g[goff + (n*C + c)*hw + p] (a conv layer's bias
+ * gradient; hw = 1 for a linear layer's). */
+clcnn_status clcnn_bias_grad(clcnn_context *ctx, cl_mem grads, int boff, cl_mem g, int goff, int N,
+                             int C, int hw);
+
 /* MaxPool2d over N*C planes of HxW; argmax (int per output) feeds the backward. */
 clcnn_status clcnn_maxpool2d_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem argmax,
                                      cl_mem x, int xoff, int NC, int H, int W, int K, int stride,

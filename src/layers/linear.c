@@ -29,20 +29,7 @@ clcnn_status clcnn_linear_backward(clcnn_context *ctx, cl_mem gx, int gxoff, cl_
     st = clcnn_gemm(ctx, 1, 0, OUT, IN, N, 1.0f, gy, (size_t)gyoff, OUT, x, (size_t)xoff, IN, 0.0f,
                     grads, (size_t)woff, IN);
     if (st) return st;
-    if (boff >= 0) {
-        clcnn_kern *k = clcnn_kernel_must(ctx, "bias_grad");
-        int one = 1, acc = 0;
-        clcnn_args a = {k->k, 0, CL_SUCCESS};
-        CLCNN_ARG(&a, grads);
-        CLCNN_ARG(&a, boff);
-        CLCNN_ARG(&a, gy);
-        CLCNN_ARG(&a, gyoff);
-        CLCNN_ARG(&a, N);
-        CLCNN_ARG(&a, OUT);
-        CLCNN_ARG(&a, one);
-        CLCNN_ARG(&a, acc);
-        if ((st = clcnn_launch_items(ctx, k, &a, (size_t)OUT))) return st;
-    }
+    if (boff >= 0 && (st = clcnn_bias_grad(ctx, grads, boff, gy, gyoff, N, OUT, 1))) return st;
     if (!gx) return CLCNN_SUCCESS;
     /* gx[N, IN] = gy . w */
     return clcnn_gemm(ctx, 0, 0, N, IN, OUT, 1.0f, gy, (size_t)gyoff, OUT, params, (size_t)woff, IN,
