@@ -261,6 +261,15 @@ void clcnn_model_free(clcnn_model *m) {
     free(m);
 }
 
+/* Whether layer i is a convolution followed by a MaxPool2d(2) (kernel 2, stride 2, no
+ * padding): the pair whose pool the direct convolution kernels can carry. */
+static int pool2_after(const clcnn_model *m, int i) {
+    if (i < 0 || i + 1 >= m->n_layers) return 0;
+    const clcnn_layer_desc *c = &m->layers[i].d, *p = &m->layers[i + 1].d;
+    return c->kind == CLCNN_LAYER_CONV2D && p->kind == CLCNN_LAYER_MAXPOOL2D && p->kernel == 2 &&
+           p->stride == 2 && p->pad == 0;
+}
+
 /* Sizes every per-batch buffer for n samples; a no-op when they are already large enough.
  * Flatten's output and gradient share its input's buffers (same bytes, same order). */
 clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
@@ -317,10 +326,7 @@ clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
             /* Direct forward, weight gradient and input gradient: no im2col scratch, only the
              * weight gradient's rows and partial sums. */
             size_t wr, wc;
-            int pooled = i + 1 < m->n_layers && m->layers[i + 1].d.kind == CLCNN_LAYER_MAXPOOL2D &&
-                         m->layers[i + 1].d.kernel == 2 && m->layers[i + 1].d.stride == 2 &&
-                         m->layers[i + 1].d.pad == 0;
-            clcnn_conv2d_wgrad_scratch(m->ctx, &L->conv, n, pooled, &wr, &wc);
+            clcnn_conv2d_wgrad_scratch(m->ctx, &L->conv, n, pool2_after(m, i), &wr, &wc);
             if (wr > rows) rows = wr;
             if (wc > col) col = wc;
             if (xp && xg) continue;
@@ -378,11 +384,7 @@ static clcnn_status ctx_status(clcnn_model *m, clcnn_status st) {
 
 /* Whether layer i is a convolution whose forward carries the MaxPool2d(2) of layer i + 1. */
 static int pool_fused(const clcnn_model *m, int i, int n) {
-    if (i < 0 || i + 1 >= m->n_layers) return 0;
-    const clcnn_layer *L = &m->layers[i], *P = &m->layers[i + 1];
-    return L->d.kind == CLCNN_LAYER_CONV2D && P->d.kind == CLCNN_LAYER_MAXPOOL2D &&
-           P->d.kernel == 2 && P->d.stride == 2 && P->d.pad == 0 &&
-           clcnn_conv2d_can_pool(m->ctx, &m->ws, &L->conv, n);
+    return pool2_after(m, i) && clcnn_conv2d_can_pool(m->ctx, &m->ws, &m->layers[i].conv, n);
 }
 
 /* Whether layer i's input gradient is used: some layer before it has parameters. */
