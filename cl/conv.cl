@@ -139,8 +139,9 @@ __kernel void pad_input(__global float *xp, __global const float *x, int xoff, i
  * work-group owns 8 output channels x 2 output rows x 16 output columns in sixteen float16
  * accumulators; every (c, kh, kw) tap is two unaligned vload16s of the padded input and eight
  * broadcast weights into explicit fmas. No im2col matrix is built and the output lands in
- * NCHW with its bias. Lanes and rows past the edge are computed from in-bounds (slack) memory
- * and not stored; channels past OC reuse the last channel's weights and are not stored.
+ * NCHW with its bias, or, with pool != 0, goes through a fused MaxPool2d(2) first (POOL_ROW,
+ * below). Lanes and rows past the edge are computed from in-bounds (slack) memory and not
+ * stored; channels past OC reuse the last channel's weights and are not stored.
  * global = (ceil(OW/16) * ceil(OH/2), ceil(OC/8), N). */
 /* Shared set-up of the direct kernels: one weight base pointer per output channel (channels past
  * OC reuse the last one; their results are not stored), so each tap is a plain indexed
