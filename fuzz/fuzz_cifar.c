@@ -14,8 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (st == CLCNN_SUCCESS) {
         if ((size_t)d.n != size / 3073 || d.c != 3 || d.h != 32 || d.w != 32) abort();
         for (int i = 0; i < d.n; i++)
-            if (d.labels[i] >= 10 || memcmp(d.images + (size_t)i * 3072, data + (size_t)i * 3073 + 1,
-                                            3072) != 0)
+            if (d.labels[i] >= 10 ||
+                memcmp(d.images + (size_t)i * 3072, data + (size_t)i * 3073 + 1, 3072) != 0)
                 abort();
     } else if (d.n != 0 || d.images || d.labels || !e.msg[0]) {
         abort();

@@ -27,7 +27,8 @@ static void setup(void) {
 }
 
 static void cleanup(void) {
-    for (int i = 0; i < 2; i++) unlink(paths[i]);
+    for (int i = 0; i < 2; i++)
+        unlink(paths[i]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -100,14 +100,16 @@ static clcnn_status gemm_clblast(clcnn_context *ctx, int ta, int tb, int M, int 
     return CLCNN_SUCCESS;
 }
 
-static clcnn_status gemm_opencl(clcnn_context *ctx, int ta, int tb, int M, int N, int K,
+/* The portable kernels (gemm_*: 4x4 blocks, the driver's group size) and the GPU-shaped ones
+ * (gemm_tiled_*: 64x64 tiles per 16x16 group) take the same arguments. */
+static clcnn_status gemm_opencl(clcnn_context *ctx, int tiled, int ta, int tb, int M, int N, int K,
                                 float alpha, cl_mem A, size_t a_off, int lda, cl_mem B,
                                 size_t b_off, int ldb, float beta, cl_mem C, size_t c_off,
                                 int ldc) {
-    clcnn_kern *k = ctx->gemm_kerns[(ta ? 2 : 0) + (tb ? 1 : 0)];
+    int v = (ta ? 2 : 0) + (tb ? 1 : 0);
+    clcnn_kern *k = tiled ? ctx->gemm_tiled[v] : ctx->gemm_kerns[v];
     int ao = (int)a_off, bo = (int)b_off, co = (int)c_off;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    size_t global[2] = {(size_t)(N + 3) / 4, (size_t)(M + 3) / 4};
     CLCNN_ARG(&a, M);
     CLCNN_ARG(&a, N);
     CLCNN_ARG(&a, K);
@@ -122,31 +124,12 @@ static clcnn_status gemm_opencl(clcnn_context *ctx, int ta, int tb, int M, int N
     CLCNN_ARG(&a, C);
     CLCNN_ARG(&a, co);
     CLCNN_ARG(&a, ldc);
-    return clcnn_launch_nd(ctx, k, &a, 2, global);
-}
-
-static clcnn_status gemm_gpu(clcnn_context *ctx, int ta, int tb, int M, int N, int K, float alpha,
-                             cl_mem A, size_t a_off, int lda, cl_mem B, size_t b_off, int ldb,
-                             float beta, cl_mem C, size_t c_off, int ldc) {
-    clcnn_kern *k = ctx->gemm_tiled[(ta ? 2 : 0) + (tb ? 1 : 0)];
-    int ao = (int)a_off, bo = (int)b_off, co = (int)c_off;
-    clcnn_args a = {k->k, 0, CL_SUCCESS};
-    size_t global[2] = {(size_t)(N + 63) / 64 * 16, (size_t)(M + 63) / 64 * 16},
-           local[2] = {16, 16};
-    CLCNN_ARG(&a, M);
-    CLCNN_ARG(&a, N);
-    CLCNN_ARG(&a, K);
-    CLCNN_ARG(&a, alpha);
-    CLCNN_ARG(&a, A);
-    CLCNN_ARG(&a, ao);
-    CLCNN_ARG(&a, lda);
-    CLCNN_ARG(&a, B);
-    CLCNN_ARG(&a, bo);
-    CLCNN_ARG(&a, ldb);
-    CLCNN_ARG(&a, beta);
-    CLCNN_ARG(&a, C);
-    CLCNN_ARG(&a, co);
-    CLCNN_ARG(&a, ldc);
+    if (!tiled) {
+        size_t global[2] = {(size_t)(N + 3) / 4, (size_t)(M + 3) / 4};
+        return clcnn_launch_nd(ctx, k, &a, 2, global);
+    }
+    size_t global[2] = {(size_t)(N + 63) / 64 * 16, (size_t)(M + 63) / 64 * 16};
+    size_t local[2] = {16, 16};
     if (a.rc != CL_SUCCESS) return clcnn_cl_fail(ctx, a.rc, k->name);
     cl_int rc = clEnqueueNDRangeKernel(ctx->queue, k->k, 2, NULL, global, local, 0, NULL,
                                        clcnn_prof_slot(ctx, k->name));
@@ -258,11 +241,8 @@ static clcnn_status gemm_on(clcnn_context *ctx, int backend, int trans_a, int tr
     if (backend == CLCNN_GEMM_CPU)
         return gemm_cpu(ctx, trans_a, trans_b, M, N, K, alpha, A, a_off, lda, B, b_off, ldb, beta,
                         C, c_off, ldc);
-    if (backend == CLCNN_GEMM_GPU)
-        return gemm_gpu(ctx, trans_a, trans_b, M, N, K, alpha, A, a_off, lda, B, b_off, ldb, beta,
-                        C, c_off, ldc);
-    return gemm_opencl(ctx, trans_a, trans_b, M, N, K, alpha, A, a_off, lda, B, b_off, ldb, beta, C,
-                       c_off, ldc);
+    return gemm_opencl(ctx, backend == CLCNN_GEMM_GPU, trans_a, trans_b, M, N, K, alpha, A, a_off,
+                       lda, B, b_off, ldb, beta, C, c_off, ldc);
 }
 
 /* A GEMM call being tuned: the candidates write into a scratch C of the same shape, so the

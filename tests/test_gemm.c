@@ -64,7 +64,8 @@ static void one(clcnn_rng *rng, int ta, int tb, int M, int N, int K, float beta)
     /* nothing outside C's M x N window (the ldc padding, the offset) may change */
     size_t touched = 0;
     for (size_t p = 0; p < nc; p++) {
-        int inside = p >= (size_t)coff && (p - coff) % ldc < (size_t)N && (p - coff) / ldc < (size_t)M;
+        int inside =
+            p >= (size_t)coff && (p - coff) % ldc < (size_t)N && (p - coff) / ldc < (size_t)M;
         if (!inside && memcmp(&out[p], &C[p], 4) != 0) touched++;
     }
     double tol = 2e-5 * maxref + 1e-6;
