@@ -7,8 +7,9 @@
 #   bash bench/gpu_check.sh            on the GPU machine, with .debs/ carried along: unpacks
 #                                      them into .gpu-prefix/, registers NVIDIA's ICD through
 #                                      OCL_ICD_VENDORS, builds, runs ctest on the GPU, the
-#                                      benchmark (per-layer profile, each GEMM backend) and
-#                                      PyTorch CUDA on the same model for the ratio.
+#                                      fp32 peak probe, the benchmark (per-layer profile,
+#                                      each GEMM backend) and PyTorch CUDA on the same model
+#                                      for the ratio.
 # Results go to stdout and, when $OUT is set, to $OUT/gpu_check.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +63,8 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCLCNN_WERROR=ON >build-gpu.
 export CLCNN_VISIBLE_DEVICES=${CLCNN_VISIBLE_DEVICES:-gpu}
 echo "== ctest on CLCNN_VISIBLE_DEVICES=$CLCNN_VISIBLE_DEVICES"
 (cd build-gpu && ctest --output-on-failure -j4 -E 'test_install|oclgrind|asan' 2>&1 | tail -30)
+echo "== fp32 peak probe on the GPU (its GPU launch path; the C cross-check runs only on CPUs)"
+./build-gpu/peak_check --rounds 3 || echo "(peak probe failed)"
 echo "== start-up (second start: binary cache)"
 ./build-gpu/bench_train --steps 1 --warmup 0 | grep start-up
 ./build-gpu/bench_train --steps 1 --warmup 0 | grep start-up

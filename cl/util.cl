@@ -15,20 +15,31 @@ __kernel void axpy_f32(__global float *y, int yoff, __global const float *x, int
     if (i < n) y[yoff + i] = fma(alpha, x[xoff + i], y[yoff + i]);
 }
 
-/* Peak fp32 throughput probe: sixteen independent float16 FMA chains per work-item, nothing
- * but registers. out[i] keeps the compiler from removing the work. */
-__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void peak_fma(__global float *out,
-                                                                      int iters, float a) {
-    float16 b = (float16)(a), c0 = b, c1 = b + 1, c2 = b + 2, c3 = b + 3, c4 = b + 4, c5 = b + 5;
-    float16 c6 = b + 6, c7 = b + 7, c8 = b + 8, c9 = b + 9, c10 = b + 10, c11 = b + 11;
-    float16 c12 = b + 12, c13 = b + 13, c14 = b + 14, c15 = b + 15, m = (float16)(0.999f);
-    for (int i = 0; i < iters; i++) {
-        c0 = fma(c0, m, b), c1 = fma(c1, m, b), c2 = fma(c2, m, b), c3 = fma(c3, m, b);
-        c4 = fma(c4, m, b), c5 = fma(c5, m, b), c6 = fma(c6, m, b), c7 = fma(c7, m, b);
-        c8 = fma(c8, m, b), c9 = fma(c9, m, b), c10 = fma(c10, m, b), c11 = fma(c11, m, b);
-        c12 = fma(c12, m, b), c13 = fma(c13, m, b), c14 = fma(c14, m, b), c15 = fma(c15, m, b);
+/* Peak fp32 throughput probes, nothing but registers: twelve independent FMA chains of TYPE per
+ * work-item (12 >= FMA latency x FMA ports on current CPUs, and 12 accumulators + 2 fit in the
+ * 16 registers of AVX2). Every chain and every lane starts from a different value that depends
+ * on the work-item and a run-time argument, so a compiler can neither prove two of them equal and
+ * merge them into one vector (splatted lanes invite scalarising and SLP re-packing) nor fold the
+ * loop; out[] keeps the work alive. One kernel per vector width: the host launches the one of
+ * the device's preferred float width (PoCL on AVX-512: float16, one work-item per group; Intel's
+ * CPU runtime and most GPUs: float, full work-groups). No reqd_work_group_size: the host picks a
+ * legal local size. */
+#define PEAK_FMA(NAME, TYPE, LANES)                                                                \
+    __kernel void NAME(__global TYPE *out, int iters, float a) {                                   \
+        const TYPE m = (TYPE)(0.999f);                                                             \
+        TYPE b = (TYPE)(a),                                                                        \
+             c0 = b + (float)get_global_id(0) * 0.000244140625f + LANES * 0.015625f;               \
+        TYPE c1 = c0 + 1, c2 = c0 + 2, c3 = c0 + 3, c4 = c0 + 4, c5 = c0 + 5, c6 = c0 + 6;         \
+        TYPE c7 = c0 + 7, c8 = c0 + 8, c9 = c0 + 9, c10 = c0 + 10, c11 = c0 + 11;                  \
+        for (int i = 0; i < iters; i++) {                                                          \
+            c0 = fma(c0, m, b), c1 = fma(c1, m, b), c2 = fma(c2, m, b), c3 = fma(c3, m, b);        \
+            c4 = fma(c4, m, b), c5 = fma(c5, m, b), c6 = fma(c6, m, b), c7 = fma(c7, m, b);        \
+            c8 = fma(c8, m, b), c9 = fma(c9, m, b), c10 = fma(c10, m, b);                          \
+            c11 = fma(c11, m, b);                                                                  \
+        }                                                                                          \
+        out[get_global_id(0)] = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8 + c9 + c10 + c11;       \
     }
-    float16 s = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8 + c9 + c10 + c11 + c12 + c13 + c14 + c15;
-    out[get_global_id(0)] = s.s0 + s.s1 + s.s2 + s.s3 + s.s4 + s.s5 + s.s6 + s.s7 + s.s8 + s.s9 +
-                            s.sa + s.sb + s.sc + s.sd + s.se + s.sf;
-}
+PEAK_FMA(peak_fma1, float, 0.0f)
+PEAK_FMA(peak_fma4, float4, (float4)(0, 1, 2, 3))
+PEAK_FMA(peak_fma8, float8, (float8)(0, 1, 2, 3, 4, 5, 6, 7))
+PEAK_FMA(peak_fma16, float16, (float16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
