@@ -2,10 +2,12 @@
 # Runs tests/test_kernels_small (every kernel family once, tiny shapes) under oclgrind, once per
 # GEMM backend, and fails on anything oclgrind reports: invalid reads and writes (always
 # checked), API misuse (--check-api) and data races (--data-races). oclgrind exits 0 whatever it
-# finds, so its report goes to a log (--log) that must stay empty. The figures the program
-# prints must also match a run on the default device. A self-test first injects an
-# out-of-bounds read into a copy of the kernels and demands that it is caught, so a change in
-# oclgrind's output cannot make this check pass vacuously.
+# finds, so its report goes to a log (--log) that must stay empty. The program must exit 0
+# (tests/test_kernels_small checks every step against the double-precision reference itself,
+# so that holds under oclgrind too), and the figures it prints must match a run on the default
+# device. A self-test first injects an out-of-bounds read into a copy of the kernels and
+# demands that it is caught, so a change in oclgrind's output cannot make this check pass
+# vacuously.
 # Usage: [SELF_TEST=0] oclgrind_check.sh PROGRAM [BACKEND...]   (default: cpu opencl)
 # PROGRAM prints "... | figures" lines (tests/test_kernels_small, tests/test_gemm).
 # --uninitialized is not used: oclgrind 21.10 aborts on LLVM's freeze instruction and, with

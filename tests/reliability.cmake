@@ -1,4 +1,4 @@
-# Reliability checks (issue 7): bad-input tables through the real CLI, kill -9 crash safety,
+# Reliability checks: bad-input tables through the real CLI, kill -9 crash safety,
 # the kernels under oclgrind. Included from tests/CMakeLists.txt; docs/RELIABILITY.md describes
 # what each one proves.
 
@@ -14,14 +14,16 @@ add_test(NAME test_kill COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_kill.sh
   $<TARGET_FILE:clcnn_train>)
 set_tests_properties(test_kill PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 
-# Every kernel family once on tiny shapes (the program tests/oclgrind_check.sh runs under
-# oclgrind); on a real device it is a quick smoke test of its own.
+# Every kernel family once on tiny models, every step checked against the double-precision
+# references (src/layers/ref.c): losses, gradients, weights after each optimizer step,
+# evaluation and inference. tests/oclgrind_check.sh runs the same program under oclgrind.
 clcnn_test(test_kernels_small SOURCES test_kernels_small.c)
 
 # The same program under oclgrind (label "oclgrind"; skipped when oclgrind is not installed):
-# no invalid access, no API misuse, no data race, same figures as the default device. The
-# clblast backend is left out: CLBlast's kernels are not ours, and under oclgrind it adds a
-# minute (it was clean when run by hand: tests/oclgrind_check.sh PROG clblast).
+# no invalid access, no API misuse, no data race, the reference checks pass there too, same
+# figures as the default device. The clblast backend is left out: CLBlast's kernels are not
+# ours, and under oclgrind it adds a minute (it was clean when run by hand:
+# tests/oclgrind_check.sh PROG clblast).
 add_test(NAME test_oclgrind COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.sh
   $<TARGET_FILE:test_kernels_small> cpu opencl)
 set_tests_properties(test_oclgrind PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS oclgrind)

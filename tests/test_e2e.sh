@@ -96,7 +96,9 @@ grep -q "$want" "$work/E.out"; check "eval-only result" $? "want '$want' in $(ca
     >"$work/E2.out" 2>&1
 grep -q "$want" "$work/E2.out"; check "eval-only --init" $? "$(cat "$work/E2.out")"
 
-# Bad inputs: one line on stderr, non-zero exit, nothing overwritten.
+# Bad inputs: one line on stderr, non-zero exit, nothing overwritten. Each row is
+# "arguments|text the error line must contain"; a row without that text fails, since an empty
+# pattern would match any message.
 cp "$work/A/model/epoch_1.safetensors" "$work/torn.safetensors"
 truncate -s 5000 "$work/torn.safetensors"
 cp "$work/A/model/epoch_2.safetensors" "$work/mixed.safetensors"
@@ -106,6 +108,7 @@ cp "$work"/data/cifar-10-batches-bin/*.bin "$work/trunc/cifar-10-batches-bin/"
 truncate -s 6000 "$work/trunc/cifar-10-batches-bin/data_batch_1.bin"
 before=$(md5sum "$work/A/model/epoch_2.safetensors")
 while IFS='|' read -r args msg; do
+    if [ -z "$msg" ]; then check "bad input: $args" 1 "the table gives no expected message"; continue; fi
     out=$(eval "\"$bin\" $args" 2>&1 >/dev/null); rc=$?
     lines=$(printf '%s\n' "$out" | grep -c .)
     [ $rc -ne 0 ] && [ "$lines" = 1 ] && echo "$out" | grep -q -- "$msg"
@@ -122,7 +125,7 @@ done <<EOF2
 --data "$work/data" --lr -1|--lr
 --data "$work/data" --optimizer rmsprop|--optimizer
 --data "$work/data" --save-dir /proc/clcnn-cannot-write|--save-dir
---data "$work/data" --dataset mnist --save-dir "$work/A/model"|
+--data "$work/data" --dataset mnist --save-dir "$work/A/model"|no train-images-idx3-ubyte
 EOF2
 [ "$before" = "$(md5sum "$work/A/model/epoch_2.safetensors")" ]; check "nothing overwritten" $? "epoch_2 changed"
 

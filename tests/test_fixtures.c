@@ -40,7 +40,7 @@ static double rel_err(const float *got, const float *want, size_t n) {
 }
 
 /* Tolerances, justified:
- * - loss: 1e-5 relative (the issue's bar). Both sides sum 64 fp32 log-softmax terms; the
+ * - loss: 1e-5 relative. Both sides sum 64 fp32 log-softmax terms; the
  *   observed gap is ~1e-7.
  * - gradients of step 1: 1e-4 of the tensor's largest magnitude. They are fp32 sums over up to
  *   64*32*32 = 65536 terms (conv1's weight gradient) in a different order from oneDNN/ATen's, so
