@@ -67,6 +67,41 @@ static clcnn_status make_kernels(clcnn_context *ctx) {
     return CLCNN_SUCCESS;
 }
 
+/* Every kernel the library launches. A context checks them all when it is created, so sources
+ * read from CLCNN_KERNEL_DIR that lack one fail there with the kernel's name rather than in an
+ * assertion mid-step. test_program checks that this list and the embedded sources agree. */
+/* clang-format off */
+static const char *const required_kernels[] = {
+    /* conv.cl */ "im2col", "rows_to_nchw_bias", "nchw_to_rows", "col2im", "bias_grad",
+    "bias_add", "flip_weights", "pad_input", "conv_direct_s1", "conv_direct_s1_w8",
+    "conv_wgrad_s1", "gy_to_rows_pad", "conv_wgrad_rows", "pool2_grad_to_rows",
+    /* gemm.cl */ "gemm_nn", "gemm_nt", "gemm_tn", "gemm_tt", "gemm_tiled_nn", "gemm_tiled_nt",
+    "gemm_tiled_tn", "gemm_tiled_tt",
+    /* gemm_cpu.cl */ "gemm_cpu_nn", "gemm_cpu_tn", "gemm_reduce", "transpose_f32",
+    /* layers.cl */ "maxpool_forward", "maxpool2_forward", "maxpool_backward",
+    "maxpool2_backward", "maxpool_backward_scatter", "relu_forward", "relu_backward",
+    "cross_entropy", "loss_reduce", "gather_batch",
+    /* optim.cl */ "sgd_step", "adam_step",
+    /* util.cl */ "fill_f32", "axpy_f32", "peak_fma1", "peak_fma4", "peak_fma8", "peak_fma16"};
+/* clang-format on */
+
+const char *const *clcnn_required_kernels(int *n) {
+    *n = (int)(sizeof required_kernels / sizeof required_kernels[0]);
+    return required_kernels;
+}
+
+static clcnn_status check_kernels(clcnn_context *ctx) {
+    const char *kdir = getenv("CLCNN_KERNEL_DIR");
+    int n;
+    const char *const *names = clcnn_required_kernels(&n);
+    for (int i = 0; i < n; i++)
+        if (!clcnn_ctx_kernel(ctx, names[i]))
+            return clcnn_fail(
+                &ctx->err, CLCNN_ERR_BUILD, "kernel '%s' is missing from the kernel sources%s%s",
+                names[i], kdir && *kdir ? " in CLCNN_KERNEL_DIR=" : "", kdir && *kdir ? kdir : "");
+    return CLCNN_SUCCESS;
+}
+
 clcnn_kern *clcnn_ctx_kernel(clcnn_context *ctx, const char *name) {
     for (int i = 0; i < ctx->n_kerns; i++)
         if (strcmp(ctx->kerns[i].name, name) == 0) return &ctx->kerns[i];
@@ -261,6 +296,7 @@ static clcnn_status finish_context(clcnn_context *ctx, const clcnn_context_optio
                               &ctx->cache_hit, &ctx->err);
     if (st != CLCNN_SUCCESS) return st;
     if ((st = make_kernels(ctx)) != CLCNN_SUCCESS) return st;
+    if ((st = check_kernels(ctx)) != CLCNN_SUCCESS) return st;
     if ((st = clcnn_gemm_init(ctx)) != CLCNN_SUCCESS) return st;
     ctx->autotune = opts && opts->autotune;
     if ((st = clcnn_tune_init(ctx, use_cache)) != CLCNN_SUCCESS) return st;

@@ -63,6 +63,10 @@ struct clcnn_context {
     clcnn_kern *gemm_reduce;
 };
 
+/* The names of every kernel the library launches (*n of them); a context fails to be created
+ * when its programs lack one. */
+const char *const *clcnn_required_kernels(int *n);
+
 /* Looks a kernel up by name; NULL when absent (a programmer error: kernels ship with the
  * library). Not for hot paths: layers look their kernels up once when they are set up. */
 clcnn_kern *clcnn_ctx_kernel(clcnn_context *ctx, const char *name);
