@@ -26,6 +26,6 @@ build() { # build NAME SOURCES... -- LIBS...
 build fuzz_cifar "${data[@]}" -- -lz
 build fuzz_idx "${data[@]}" -- -lz
 build fuzz_gzip "${data[@]}" -- -lz
-build fuzz_safetensors "$root/src/safetensors.c" "$root/src/common.c"
+build fuzz_safetensors "$root/src/safetensors.c" "$root/src/files.c" "$root/src/common.c" -- -lxxhash
 build fuzz_spec "$root/src/spec.c" "$root/src/common.c"
 build fuzz_devices "$root/src/device.c" "$root/src/common.c" -- -lOpenCL

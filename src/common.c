@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
 clcnn_status clcnn_fail(clcnn_error *e, clcnn_status st, const char *fmt, ...) {
     if (e) {
@@ -12,6 +13,23 @@ clcnn_status clcnn_fail(clcnn_error *e, clcnn_status st, const char *fmt, ...) {
         va_end(ap);
     }
     return st;
+}
+
+const char *clcnn_shown(const char *s, size_t max, char *buf) {
+    size_t i = 0;
+    for (; s[i] && i < max; i++) {
+        unsigned char c = (unsigned char)s[i];
+        /* U+0080..U+009F, the C1 controls (CSI among them), are 0xC2 0x80..0x9F in UTF-8 */
+        int c1 = c == 0xC2 && (unsigned char)s[i + 1] >= 0x80 && (unsigned char)s[i + 1] <= 0x9F;
+        buf[i] = (char)(c < 0x20 || c == 0x7F || c1 ? '?' : c);
+        if (c1 && i + 1 < max) buf[++i] = '?';
+    }
+    if (s[i]) {
+        memcpy(buf + i, "...", 3);
+        i += 3;
+    }
+    buf[i] = '\0';
+    return buf;
 }
 
 void clcnn_assert_fail(const char *expr, const char *file, int line) {

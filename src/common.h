@@ -22,8 +22,20 @@ clcnn_status clcnn_fail(clcnn_error *e, clcnn_status st, const char *fmt, ...)
 #endif
     ;
 
+/* A string from a file (a tensor name, a metadata value) made safe for a one-line message: at
+ * most `max` bytes of it, control characters (C0, DEL, and C1 as UTF-8) shown as '?', and
+ * "..." when it was cut. buf holds max + 4 bytes. Returns buf. */
+const char *clcnn_shown(const char *s, size_t max, char *buf);
+#define CLCNN_SHOWN_MAX 64 /* the usual max for names */
+
 /* Name of an OpenCL error code ("CL_OUT_OF_RESOURCES"), or "CL_UNKNOWN_ERROR". */
 const char *clcnn_cl_error_name(int code);
+
+/* The most elements one device buffer may hold. Kernels index with 32-bit ints and 1-D launches
+ * round the item count up to a work-group multiple, so the limit stays 2^16 below 2^31: no
+ * index, including those of the rounded-up items that return early, can wrap negative. Every
+ * per-batch buffer and workspace is checked against it before it is allocated. */
+#define CLCNN_MAX_ELEMENTS (((long long)1 << 31) - ((long long)1 << 16))
 
 /* Programmer errors only (never for bad input): abort with file and line. */
 #define CLCNN_ASSERT(x)                                                                            \

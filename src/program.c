@@ -11,6 +11,8 @@
 
 #include <xxhash.h>
 
+#include "files.h"
+
 /* Cache file layout: magic, binary length, XXH64 of the binary, then the binary. A file that
  * fails any check is ignored and rebuilt: a torn write or a foreign file must never crash. */
 static const char cache_magic[8] = {'C', 'L', 'C', 'N', 'N', 'B', 'N', '1'};
@@ -26,47 +28,6 @@ void clcnn_cache_dir(char *buf, size_t size) {
         snprintf(buf, size, "%s/.cache/clcnn", v);
     else if (size)
         buf[0] = '\0';
-}
-
-clcnn_status clcnn_mkdir_p(const char *dir, clcnn_error *e) {
-    char tmp[4096];
-    size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof tmp)
-        return clcnn_fail(e, CLCNN_ERR_IO, "invalid directory name '%s'", dir);
-    memcpy(tmp, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (tmp[i] != '/' && tmp[i] != '\0') continue;
-        char c = tmp[i];
-        tmp[i] = '\0';
-        if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
-            return clcnn_fail(e, CLCNN_ERR_IO, "cannot create directory %s: %s", tmp,
-                              strerror(errno));
-        tmp[i] = c;
-    }
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return clcnn_fail(e, CLCNN_ERR_IO, "%s is not a directory", dir);
-    return CLCNN_SUCCESS;
-}
-
-clcnn_status clcnn_write_file_atomic(const char *path, const void *data, size_t size,
-                                     clcnn_error *e) {
-    char tmp[4200];
-    FILE *f = NULL;
-    int err = 0;
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (!(f = fopen(tmp, "wb")))
-        return clcnn_fail(e, CLCNN_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    if (size && fwrite(data, 1, size, f) != size) err = errno ? errno : EIO;
-    if (!err && fflush(f) != 0) err = errno;
-    if (!err && fsync(fileno(f)) != 0) err = errno;
-    if (fclose(f) != 0 && !err) err = errno;
-    if (!err && rename(tmp, path) != 0) err = errno;
-    if (err) {
-        remove(tmp);
-        return clcnn_fail(e, CLCNN_ERR_IO, "cannot write %s: %s", path, strerror(err));
-    }
-    return CLCNN_SUCCESS;
 }
 
 static char *read_text_file(const char *path, size_t *len) {
@@ -102,11 +63,37 @@ static void cache_key(const char *src, size_t len, const char *options,
     snprintf(hex, 33, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
 }
 
+/* Reads a cache entry when it is a regular file of ours (on PoCL a program binary is native
+ * code: an entry someone else could have written is never loaded). */
+static unsigned char *read_owned(const char *path, size_t *len) {
+    struct stat sb;
+    unsigned char *buf = NULL;
+    size_t got = 0;
+    int fd = clcnn_open_owned(path);
+    if (fd < 0) return NULL;
+    if (fstat(fd, &sb) != 0 || sb.st_size <= 0 || (uintmax_t)sb.st_size > (uintmax_t)1 << 30 ||
+        !(buf = malloc((size_t)sb.st_size)))
+        goto fail;
+    while (got < (size_t)sb.st_size) {
+        ssize_t k = read(fd, buf + got, (size_t)sb.st_size - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) goto fail;
+        got += (size_t)k;
+    }
+    close(fd);
+    *len = got;
+    return buf;
+fail:
+    free(buf);
+    close(fd);
+    return NULL;
+}
+
 /* Loads and builds a cached binary; returns NULL (and leaves nothing behind) on any problem. */
 static cl_program load_cached(cl_context context, cl_device_id device, const char *path,
                               const char *options) {
     size_t n = 0;
-    unsigned char *buf = (unsigned char *)read_text_file(path, &n);
+    unsigned char *buf = read_owned(path, &n);
     cl_program prog = NULL;
     uint64_t blen, hash;
     cl_int rc, bin_status;
@@ -133,7 +120,7 @@ done:
     return prog;
 }
 
-static void store_cached(cl_program prog, const char *dir, const char *path) {
+static void store_cached(cl_program prog, const char *path) {
     size_t blen = 0;
     unsigned char *buf = NULL;
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof blen, &blen, NULL) != CL_SUCCESS ||
@@ -147,8 +134,7 @@ static void store_cached(cl_program prog, const char *dir, const char *path) {
         memcpy(buf + 8, &l, 8);
         memcpy(buf + 16, &h, 8);
         /* A cache that cannot be written only costs speed: failures are ignored. */
-        if (clcnn_mkdir_p(dir, NULL) == CLCNN_SUCCESS)
-            clcnn_write_file_atomic(path, buf, CACHE_HEADER + blen, NULL);
+        clcnn_write_file_atomic(path, buf, CACHE_HEADER + blen, 0, NULL);
     }
     free(buf);
 }
@@ -194,7 +180,7 @@ static clcnn_status build_one(cl_context context, cl_device_id device,
         return clcnn_fail(e, CLCNN_ERR_BUILD, "building %s.cl for %s failed (%s): %s", name,
                           info->name, clcnn_cl_error_name(rc), log);
     }
-    if (cache_dir[0]) store_cached(prog, cache_dir, path);
+    if (cache_dir[0]) store_cached(prog, path);
     *out = prog;
     return CLCNN_SUCCESS;
 }
@@ -207,6 +193,11 @@ clcnn_status clcnn_programs_build(cl_context context, cl_device_id device,
     clcnn_status st = CLCNN_SUCCESS;
     int i, cached_count = 0;
     if (use_cache) clcnn_cache_dir(cache_dir, sizeof cache_dir);
+    /* The cache folder must be ours (created 0700): otherwise no entry is loaded or stored. */
+    if (cache_dir[0] && clcnn_private_dir(cache_dir) != 0)
+        cache_dir[0] = '\0';
+    else if (cache_dir[0])
+        clcnn_tmp_sweep(cache_dir, ".bin");
     for (i = 0; i < clcnn_kernel_source_count; i++)
         progs[i] = NULL;
     for (i = 0; i < clcnn_kernel_source_count; i++) {

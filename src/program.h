@@ -31,11 +31,4 @@ clcnn_status clcnn_programs_build(cl_context context, cl_device_id device,
  * writes "" when none can be determined. */
 void clcnn_cache_dir(char *buf, size_t size);
 
-/* Creates dir and its parents (mkdir -p). */
-clcnn_status clcnn_mkdir_p(const char *dir, clcnn_error *e);
-
-/* Writes size bytes to path atomically: a temp file in the same folder, fsync, rename. */
-clcnn_status clcnn_write_file_atomic(const char *path, const void *data, size_t size,
-                                     clcnn_error *e);
-
 #endif

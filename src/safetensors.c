@@ -12,14 +12,17 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "files.h"
 
 /* Values nested deeper than this are rejected instead of recursed into: the real header needs
  * three levels, and a fuzzer's "[[[[..." must not exhaust the stack. */
 #define JP_MAX_DEPTH 64
 
 /* Bytes of a file-supplied name quoted in a message (plus room for "..." and the NUL). */
-#define SHOWN_MAX 64
+#define SHOWN_MAX CLCNN_SHOWN_MAX
 
 static const struct {
     const char *name;
@@ -119,20 +122,10 @@ static size_t utf8_put(uint32_t cp, unsigned char out[4]) {
     return 4;
 }
 
-/* Names come from the file: quote at most SHOWN_MAX bytes of one with control characters
+/* Names come from the file: at most SHOWN_MAX bytes of one are quoted, with control characters
  * replaced, so that a message stays one readable line. */
 static const char *shown(const char *s, char buf[SHOWN_MAX + 4]) {
-    size_t i = 0;
-    for (; s[i] && i < SHOWN_MAX; i++) {
-        unsigned char c = (unsigned char)s[i];
-        buf[i] = (char)(c < 0x20 || c == 0x7F ? '?' : c);
-    }
-    if (s[i]) {
-        memcpy(buf + i, "...", 3);
-        i += 3;
-    }
-    buf[i] = '\0';
-    return buf;
+    return clcnn_shown(s, SHOWN_MAX, buf);
 }
 
 static void fmt_shape(char *buf, size_t size, const int64_t *shape, int ndim) {
@@ -676,14 +669,13 @@ fail: /* success falls through: the cleanup is the same */
 /* ---------------------------------------------------------------------------------------- */
 /* Reading                                                                                    */
 
-clcnn_status clcnn_st_parse(clcnn_st_file *f, const unsigned char *buf, size_t size,
-                            const char *name, clcnn_error *e) {
+/* Parses the image in buf (size bytes) of a file of file_size bytes: the whole file, or (for
+ * clcnn_st_read_header) only its length and header, with offsets checked against the file. */
+static clcnn_status parse_image(clcnn_st_file *f, const unsigned char *buf, size_t size,
+                                size_t file_size, const char *name, clcnn_error *e) {
     clcnn_status st;
     jp p;
     uint64_t hlen = 0;
-    if (!f || (!buf && size))
-        return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_st_parse: NULL argument");
-    if (!name) name = "<memory>";
     memset(f, 0, sizeof *f);
     if (size < 8) {
         st = clcnn_fail(e, CLCNN_ERR_FORMAT,
@@ -711,7 +703,7 @@ clcnn_status clcnn_st_parse(clcnn_st_file *f, const unsigned char *buf, size_t s
              .cap = (size_t)hlen + 1,
              .file = name,
              .e = e};
-    if ((st = parse_header(f, &p, size - f->data_start))) goto fail;
+    if ((st = parse_header(f, &p, file_size - f->data_start))) goto fail;
     if ((st = check_unique(f, &p))) goto fail;
     return CLCNN_SUCCESS;
 fail:
@@ -719,47 +711,130 @@ fail:
     return st;
 }
 
-clcnn_status clcnn_st_read(clcnn_st_file *f, const char *path, clcnn_error *e) {
+clcnn_status clcnn_st_parse(clcnn_st_file *f, const unsigned char *buf, size_t size,
+                            const char *name, clcnn_error *e) {
+    if (!f || (!buf && size))
+        return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_st_parse: NULL argument");
+    return parse_image(f, buf, size, size, name ? name : "<memory>", e);
+}
+
+/* Opens path for reading without following it into something that never ends or blocks: it must
+ * be a regular file (not /dev/zero, a FIFO or a folder) of at most max bytes. */
+static clcnn_status open_regular(const char *path, size_t max, int *fd_out, size_t *size,
+                                 clcnn_error *e) {
+    struct stat sb;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return clcnn_fail(e, CLCNN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &sb) != 0) {
+        int err = errno;
+        close(fd);
+        return clcnn_fail(e, CLCNN_ERR_IO, "%s: cannot open: %s", path, strerror(err));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return clcnn_fail(e, CLCNN_ERR_IO, "%s: not a regular file (%s)", path,
+                          S_ISDIR(sb.st_mode)    ? "a directory"
+                          : S_ISCHR(sb.st_mode)  ? "a character device"
+                          : S_ISFIFO(sb.st_mode) ? "a pipe"
+                                                 : "not a plain file");
+    }
+    if ((uintmax_t)sb.st_size > (uintmax_t)max) {
+        close(fd);
+        return clcnn_fail(e, CLCNN_ERR_FORMAT,
+                          "%s: %jd bytes, more than the %zu that such a file can need", path,
+                          (intmax_t)sb.st_size, max);
+    }
+    *fd_out = fd;
+    *size = (size_t)sb.st_size;
+    return CLCNN_SUCCESS;
+}
+
+/* Reads exactly n bytes at offset off; a file that shrank meanwhile is an error. */
+static clcnn_status read_at(int fd, const char *path, unsigned char *buf, size_t n, size_t off,
+                            clcnn_error *e) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fd, buf + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return clcnn_fail(e, CLCNN_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+        if (k == 0)
+            return clcnn_fail(e, CLCNN_ERR_IO, "%s: the file shrank while being read", path);
+        got += (size_t)k;
+    }
+    return CLCNN_SUCCESS;
+}
+
+clcnn_status clcnn_st_read_max(clcnn_st_file *f, const char *path, size_t max, clcnn_error *e) {
     clcnn_status st;
-    FILE *fp = NULL;
     unsigned char *buf = NULL;
-    size_t len = 0, cap = 0;
+    size_t size = 0;
+    int fd = -1;
     if (!f || !path)
         return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_st_read: NULL argument");
     memset(f, 0, sizeof *f);
-    if (!(fp = fopen(path, "rb"))) {
-        st = clcnn_fail(e, CLCNN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if ((st = open_regular(path, max, &fd, &size, e))) return st;
+    if (!(buf = malloc(size ? size : 1))) {
+        st = clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
         goto fail;
     }
-    /* Read to EOF rather than trusting a size from fseek/ftell, which breaks on pipes. */
-    for (;;) {
-        if (len == cap) {
-            size_t c = cap ? cap * 2 : (size_t)1 << 16;
-            unsigned char *q = c > cap ? realloc(buf, c) : NULL;
-            if (!q) {
-                st = clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
-                goto fail;
-            }
-            buf = q;
-            cap = c;
-        }
-        size_t want = cap - len, got = fread(buf + len, 1, want, fp);
-        len += got;
-        if (got < want) {
-            if (ferror(fp)) {
-                st = clcnn_fail(e, CLCNN_ERR_IO, "%s: read failed: %s", path, strerror(errno));
-                goto fail;
-            }
-            break;
-        }
-    }
-    fclose(fp);
-    fp = NULL;
-    if ((st = clcnn_st_parse(f, buf, len, path, e))) goto fail;
+    if ((st = read_at(fd, path, buf, size, 0, e))) goto fail;
+    close(fd);
+    fd = -1;
+    if ((st = clcnn_st_parse(f, buf, size, path, e))) goto fail;
     f->owned = buf;
     return CLCNN_SUCCESS;
 fail:
-    if (fp) fclose(fp);
+    if (fd >= 0) close(fd);
+    free(buf);
+    return st;
+}
+
+clcnn_status clcnn_st_read(clcnn_st_file *f, const char *path, clcnn_error *e) {
+    return clcnn_st_read_max(f, path, SIZE_MAX, e);
+}
+
+clcnn_status clcnn_st_read_header(clcnn_st_file *f, const char *path, clcnn_error *e) {
+    clcnn_status st;
+    unsigned char len8[8], *buf = NULL;
+    size_t size = 0;
+    uint64_t hlen = 0;
+    int fd = -1;
+    if (!f || !path)
+        return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_st_read: NULL argument");
+    memset(f, 0, sizeof *f);
+    if ((st = open_regular(path, SIZE_MAX, &fd, &size, e))) return st;
+    if (size < 8) {
+        close(fd);
+        return clcnn_fail(e, CLCNN_ERR_FORMAT,
+                          "%s: file is %zu bytes, shorter than the 8-byte header length", path,
+                          size);
+    }
+    if ((st = read_at(fd, path, len8, 8, 0, e))) goto fail;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | len8[i];
+    if (hlen > size - 8) {
+        st = clcnn_fail(e, CLCNN_ERR_FORMAT,
+                        "%s: header length %" PRIu64 " exceeds the %zu bytes that follow it", path,
+                        hlen, size - 8);
+        goto fail;
+    }
+    if (hlen > CLCNN_ST_MAX_HEADER) {
+        st = clcnn_fail(e, CLCNN_ERR_FORMAT, "%s: header length %" PRIu64 " is over %d bytes", path,
+                        hlen, CLCNN_ST_MAX_HEADER);
+        goto fail;
+    }
+    if (!(buf = malloc(8 + (size_t)hlen))) {
+        st = clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
+        goto fail;
+    }
+    if ((st = read_at(fd, path, buf, 8 + (size_t)hlen, 0, e))) goto fail;
+    close(fd);
+    fd = -1;
+    if ((st = parse_image(f, buf, 8 + (size_t)hlen, size, path, e))) goto fail;
+    f->owned = buf;
+    return CLCNN_SUCCESS;
+fail:
+    if (fd >= 0) close(fd);
     free(buf);
     return st;
 }
@@ -969,25 +1044,6 @@ static void build_header(sbuf *b, const clcnn_st_entry *entries, int n, const ch
         sb_put(b, " ", 1);
 }
 
-/* Makes the rename itself durable. Best effort: some filesystems refuse fsync on a directory,
- * and the data is already safe in the file by then. */
-static void sync_dir(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? malloc((size_t)(slash - path) + 2) : NULL;
-    if (slash && !dir) return;
-    if (dir) {
-        size_t len = slash == path ? 1 : (size_t)(slash - path);
-        memcpy(dir, path, len);
-        dir[len] = '\0';
-    }
-    int fd = open(dir ? dir : ".", O_RDONLY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
 clcnn_status clcnn_st_write_tmp(const char *path, const clcnn_st_entry *entries, int n,
                                 const char *const *meta, int n_meta, char **tmp_out,
                                 clcnn_error *e) {
@@ -995,24 +1051,22 @@ clcnn_status clcnn_st_write_tmp(const char *path, const clcnn_st_entry *entries,
     sbuf hdr = {0};
     char *tmp = NULL;
     FILE *fp = NULL;
-    int created = 0, err;
+    int fd = -1;
     unsigned char len8[8];
-    size_t tlen = path ? strlen(path) + 32 : 0;
     if (!path || !tmp_out)
         return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_st_write: NULL path");
     *tmp_out = NULL;
     if ((st = check_entries(path, entries, n, meta, n_meta, e))) return st;
     build_header(&hdr, entries, n, meta, n_meta);
-    if (hdr.oom || !(tmp = malloc(tlen))) {
-        st = clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
-        goto fail;
+    if (hdr.oom) {
+        free(hdr.p);
+        return clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
     }
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-    if (!(fp = fopen(tmp, "wb"))) {
-        st = clcnn_fail(e, CLCNN_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-        goto fail;
+    if ((st = clcnn_tmp_create(path, &tmp, &fd, e))) {
+        free(hdr.p);
+        return st;
     }
-    created = 1;
+    if (!(fp = fdopen(fd, "wb"))) goto write_fail;
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)hdr.len >> (8 * i));
     if (fwrite(len8, 1, 8, fp) != 8 || fwrite(hdr.p, 1, hdr.len, fp) != hdr.len) goto write_fail;
@@ -1021,18 +1075,26 @@ clcnn_status clcnn_st_write_tmp(const char *path, const clcnn_st_entry *entries,
         entry_bytes(&entries[i], &bytes);
         if (bytes && fwrite(entries[i].data, 1, (size_t)bytes, fp) != bytes) goto write_fail;
     }
-    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) goto write_fail;
-    err = fclose(fp);
+    if (fflush(fp) != 0) goto write_fail;
+    /* fd stays open for the fsync and the mode; fp's buffer is flushed and then dropped */
+    if ((fd = dup(fd)) < 0) goto write_fail;
+    fclose(fp);
     fp = NULL;
-    if (err != 0) goto write_fail;
     free(hdr.p);
+    hdr.p = NULL;
+    if ((st = clcnn_tmp_close(fd, tmp, path, 1, e))) {
+        free(tmp);
+        return st;
+    }
     *tmp_out = tmp;
     return CLCNN_SUCCESS;
 write_fail:
     st = clcnn_fail(e, CLCNN_ERR_IO, "%s: writing %s failed: %s", path, tmp, strerror(errno));
-fail:
-    if (fp) fclose(fp);
-    if (created) remove(tmp);
+    if (fp)
+        fclose(fp);
+    else if (fd >= 0)
+        close(fd);
+    unlink(tmp);
     free(tmp);
     free(hdr.p);
     return st;
@@ -1041,14 +1103,7 @@ fail:
 clcnn_status clcnn_st_commit(const char *tmp, const char *path, clcnn_error *e) {
     if (!tmp || !path)
         return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_st_commit: NULL path");
-    if (rename(tmp, path) != 0) {
-        clcnn_status st = clcnn_fail(e, CLCNN_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp,
-                                     strerror(errno));
-        remove(tmp);
-        return st;
-    }
-    sync_dir(path);
-    return CLCNN_SUCCESS;
+    return clcnn_tmp_rename(tmp, path, e);
 }
 
 clcnn_status clcnn_st_write(const char *path, const clcnn_st_entry *entries, int n,

@@ -74,9 +74,22 @@ typedef struct clcnn_st_file {
 clcnn_status clcnn_st_parse(clcnn_st_file *f, const unsigned char *buf, size_t size,
                             const char *name, clcnn_error *e);
 
-/* Reads the whole file at `path` and parses it; *f owns the bytes. CLCNN_ERR_IO when the
- * file cannot be opened or read. */
+/* Reads the whole file at `path` and parses it; *f owns the bytes. The file must be a regular
+ * file (a folder, a device such as /dev/zero or a FIFO is CLCNN_ERR_IO, never an endless read
+ * or a hang) of at most max bytes (else CLCNN_ERR_FORMAT, before anything is read).
+ * CLCNN_ERR_IO when the file cannot be opened or read. */
+clcnn_status clcnn_st_read_max(clcnn_st_file *f, const char *path, size_t max, clcnn_error *e);
+/* The same without a size limit. */
 clcnn_status clcnn_st_read(clcnn_st_file *f, const char *path, clcnn_error *e);
+
+/* The longest header clcnn_st_read_header accepts: the limit of the reference implementation
+ * (safetensors' MAX_HEADER_SIZE). */
+#define CLCNN_ST_MAX_HEADER 100000000
+
+/* Reads and parses only the header of the file at `path` (its names, shapes, offsets, checked
+ * against the file's size, and its metadata), however large the file: tensor data is not
+ * read, so clcnn_st_data must not be used on *f. */
+clcnn_status clcnn_st_read_header(clcnn_st_file *f, const char *path, clcnn_error *e);
 
 /* The tensor called `name`, or NULL. O(log n). */
 const clcnn_st_tensor *clcnn_st_find(const clcnn_st_file *f, const char *name);
@@ -101,22 +114,24 @@ typedef struct clcnn_st_entry {
     const void *data; /* may be NULL when the tensor has no elements */
 } clcnn_st_entry;
 
-/* Writes a safetensors file atomically: into "<path>.tmp.<pid>", flushed and fsync'd, then
- * renamed over `path`. On any failure the temporary file is removed and a file already at
- * `path` is left as it was. Tensors are stored in the given order, back to back (no gaps, as
- * the Python reader requires), so data may be unaligned; the header is padded with spaces to
- * a multiple of 8 bytes as the Python writer does. meta holds n_meta key/value pairs
- * (meta[2i], meta[2i+1]) and may be NULL when n_meta is 0. Names must be valid UTF-8 and
- * unique, and no tensor may be called "__metadata__" (CLCNN_ERR_INVALID_ARGUMENT); write
- * failures are CLCNN_ERR_IO. POSIX only (fsync, getpid). */
+/* Writes a safetensors file atomically: into a fresh temporary file beside it (see
+ * clcnn_tmp_create in files.h: created exclusively, mode 0600, never through a link), flushed
+ * and fsync'd, given the mode a new file would have, then renamed over `path`. On any failure
+ * the temporary file is removed and a file already at `path` is left as it was. Tensors are
+ * stored in the given order, back to back (no gaps, as the Python reader requires), so data
+ * may be unaligned; the header is padded with spaces to a multiple of 8 bytes as the Python
+ * writer does. meta holds n_meta key/value pairs (meta[2i], meta[2i+1]) and may be NULL when
+ * n_meta is 0. Names must be valid UTF-8 and unique, and no tensor may be called
+ * "__metadata__" (CLCNN_ERR_INVALID_ARGUMENT); write failures are CLCNN_ERR_IO. POSIX only. */
 clcnn_status clcnn_st_write(const char *path, const clcnn_st_entry *entries, int n,
                             const char *const *meta, int n_meta, clcnn_error *e);
 
 /* The two halves of clcnn_st_write, for callers that must write several files before any of
  * them replaces its predecessor (a checkpoint's weights and optimizer state): write_tmp writes
- * and fsyncs "<path>.tmp.<pid>" and returns that name in *tmp (malloc'd; the caller frees it),
- * leaving nothing behind on failure; commit renames tmp over path and syncs the directory, and
- * removes tmp when the rename fails. A caller that gives up between the two removes tmp. */
+ * and fsyncs a temporary file beside path and returns its name in *tmp (malloc'd; the caller
+ * frees it), leaving nothing behind on failure; commit renames tmp over path and syncs the
+ * directory, and removes tmp when the rename fails. A caller that gives up between the two
+ * removes tmp. */
 clcnn_status clcnn_st_write_tmp(const char *path, const clcnn_st_entry *entries, int n,
                                 const char *const *meta, int n_meta, char **tmp, clcnn_error *e);
 clcnn_status clcnn_st_commit(const char *tmp, const char *path, clcnn_error *e);

@@ -1,11 +1,15 @@
 /* Autotuning: timed choices among interchangeable kernels, kept on disk (see tune.h). */
 #include "tune.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "files.h"
 #include "program.h"
 #include "xxhash.h"
 
@@ -61,13 +65,26 @@ clcnn_status clcnn_tune_init(clcnn_context *ctx, int use_cache) {
         XXH64_update(s, parts[i], strlen(parts[i]) + 1);
     unsigned long long h = XXH64_digest(s);
     XXH64_freeState(s);
+    /* The file sits beside the program binaries, in a folder that must be ours. */
+    if (clcnn_private_dir(dir) != 0) return CLCNN_SUCCESS;
     snprintf(ctx->tune_path, sizeof ctx->tune_path, "%s/autotune-%016llx.txt", dir, h);
-    FILE *f = fopen(ctx->tune_path, "r");
-    if (!f) return CLCNN_SUCCESS;
+    int fd = clcnn_open_owned(ctx->tune_path);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return CLCNN_SUCCESS;
+    }
     char line[256], key[sizeof ctx->tune[0].key], choice[sizeof ctx->tune[0].choice], end;
     while (fgets(line, sizeof line, f)) {
+        /* A line longer than the buffer (or a last line without its newline) is skipped whole:
+         * its tail must not be read as a line of its own. */
+        if (!strchr(line, '\n')) {
+            int c;
+            while ((c = fgetc(f)) != EOF && c != '\n') {
+            }
+            continue;
+        }
         /* exactly two words, each within its field; anything else is skipped */
-        if (!strchr(line, '\n')) continue;
         if (sscanf(line, "%79s %23s %c", key, choice, &end) != 2) continue;
         remember(ctx, key, choice);
     }
@@ -105,14 +122,18 @@ int clcnn_tune_choose(clcnn_context *ctx, const char *key, const char *const *na
         if (c == 0 || t < best_t) best = c, best_t = t;
     }
     remember(ctx, key, names[best]);
-    char dir[sizeof ctx->tune_path];
-    snprintf(dir, sizeof dir, "%s", ctx->tune_path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';
-    if (ctx->tune_path[0] && slash && clcnn_mkdir_p(dir, NULL) == CLCNN_SUCCESS) {
+    if (ctx->tune_path[0]) {
         /* One short line per append: concurrent processes interleave whole lines. A file
-         * that cannot be written only costs a timing in the next process. */
-        FILE *f = fopen(ctx->tune_path, "a+");
+         * that cannot be written only costs a timing in the next process. Never through a
+         * link, and only into a file of ours (the folder was checked when it was opened). */
+        int fd = open(ctx->tune_path, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        struct stat sb;
+        if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid())) {
+            close(fd);
+            fd = -1;
+        }
+        FILE *f = fd >= 0 ? fdopen(fd, "a+") : NULL;
+        if (!f && fd >= 0) close(fd);
         if (f) {
             /* A torn last line (no newline) must not swallow this one. */
             int torn = fseek(f, -1, SEEK_END) == 0 && fgetc(f) != '\n';

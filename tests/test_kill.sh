@@ -21,7 +21,7 @@ RANDOM=$seed
 echo "random seed $seed (CLCNN_KILL_SEED=$seed repeats the kill times)"
 
 "$bin" --list-devices >/dev/null 2>&1 || { echo "no OpenCL device: skipping"; exit 77; }
-python3 "$src/make_cifar.py" "$work/data" 96 32 32 || { echo "FAIL: cannot write the data set"; exit 1; }
+python3 "$src/make_cifar.py" "$work/data" 128 32 || { echo "FAIL: cannot write the data set"; exit 1; }
 # 128 training images in batches of 8: 16 steps and one checkpoint pair (weights and Adam's two
 # moment buffers, 0.6 + 1.2 MB) per epoch, a save every quarter second or so. Twenty epochs, so
 # that the trials (each advances the run by one to about two epochs) never reach the end.
@@ -77,7 +77,7 @@ while :; do
         while kill -0 $pid 2>/dev/null; do
             saves=("$work"/run/epoch_*[0-9].safetensors)
             [ ${#saves[@]} -ge $need ] || continue
-            tmps=("$work"/run/*.tmp.$pid)
+            tmps=("$work"/run/*.tmp.$pid.*)
             if [ ${#tmps[@]} -gt 0 ]; then
                 kill -9 $pid 2>/dev/null && how="during a save"
                 break

@@ -5,6 +5,7 @@
 #include "safetensors.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,10 +52,14 @@ static int exists(const char *path) {
     return stat(path, &sb) == 0;
 }
 
-/* The temporary name clcnn_st_write uses for path (see safetensors.h). */
-static char *tmp_name_for(const char *path, char buf[600]) {
-    snprintf(buf, 600, "%s.tmp.%ld", path, (long)getpid());
-    return buf;
+/* Whether a temporary file of path ("<path>.tmp.<pid>.<random>", see files.h) is left. */
+static int tmp_left(const char *path) {
+    char pattern[600];
+    glob_t g;
+    snprintf(pattern, sizeof pattern, "%s.tmp.*", path);
+    int found = glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    globfree(&g);
+    return found;
 }
 
 /* A safetensors image: the 8-byte length, `header` and `data_len` bytes of data 0, 1, 2, ... */
@@ -121,12 +126,11 @@ static void test_round_trip(void) {
     const int n = (int)(sizeof entries / sizeof *entries);
     const char *meta[] = {"format", "pt", "note", "quote\" back\\slash\nnew line \xc3\xa9"};
     const char *path = path_in("round.safetensors");
-    char tmp[600];
     clcnn_error err = {{0}};
     clcnn_st_file f = {0};
 
     CHECK_ST(clcnn_st_write(path, entries, n, meta, 2, &err), CLCNN_SUCCESS, err);
-    CHECK(!exists(tmp_name_for(path, tmp)));
+    CHECK(!tmp_left(path));
     CHECK_ST(clcnn_st_read(&f, path, &err), CLCNN_SUCCESS, err);
     CHECK(f.ntensors == n);
     CHECK(f.data_start % 8 == 0);
@@ -451,8 +455,7 @@ static void test_write_rejects(void) {
     CHECK_ST(clcnn_st_write(path, NULL, 0, nullmeta, 1, &err), CLCNN_ERR_INVALID_ARGUMENT, err);
     CHECK_ST(clcnn_st_write(path, NULL, -1, NULL, 0, &err), CLCNN_ERR_INVALID_ARGUMENT, err);
     CHECK_ST(clcnn_st_write(NULL, NULL, 0, NULL, 0, &err), CLCNN_ERR_INVALID_ARGUMENT, err);
-    char tmp[600];
-    CHECK(!exists(path) && !exists(tmp_name_for(path, tmp)));
+    CHECK(!exists(path) && !tmp_left(path));
 }
 
 /* The file at path still holds the one-tensor file test_atomic wrote first. */
@@ -480,13 +483,29 @@ static void test_atomic(void) {
     CHECK_ST(clcnn_st_write(nodir, &first, 1, NULL, 0, &err), CLCNN_ERR_IO, err);
     CHECK(strstr(err.msg, "no_such_dir/x.safetensors: cannot create") != NULL);
 
-    /* The temporary file cannot be created (its name is taken by a directory). */
-    char tmp[600], dir_tmp[600];
-    tmp_name_for(path, tmp);
-    CHECK(mkdir(tmp, 0700) == 0);
-    CHECK_ST(clcnn_st_write(path, &second, 1, NULL, 0, &err), CLCNN_ERR_IO, err);
+    /* Links planted at the names an older writer used ("<path>.tmp.<pid>") and at a name of
+     * the new form are never followed: the write succeeds into a fresh file of its own and
+     * the links' target keeps its bytes. */
+    char link1[600], link2[600];
+    const char *victim = path_in("victim");
+    FILE *vf = fopen(victim, "wb");
+    CHECK(vf != NULL);
+    if (vf) fputs("precious", vf), fclose(vf);
+    snprintf(link1, sizeof link1, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(link2, sizeof link2, "%s.tmp.%ld.aaaaaa", path, (long)getpid());
+    CHECK(symlink(victim, link1) == 0 && symlink(victim, link2) == 0);
+    CHECK_ST(clcnn_st_write(path, &first, 1, NULL, 0, &err), CLCNN_SUCCESS, err);
     CHECK(holds_original(path));
-    CHECK(rmdir(tmp) == 0); /* still an empty directory: the writer did not touch it */
+    struct stat lsb;
+    CHECK(lstat(link1, &lsb) == 0 && S_ISLNK(lsb.st_mode));
+    CHECK(lstat(path, &lsb) == 0 && S_ISREG(lsb.st_mode) && (lsb.st_mode & 0777) != 0600);
+    vf = fopen(victim, "rb");
+    char vbuf[16] = "";
+    CHECK(vf && fgets(vbuf, sizeof vbuf, vf) && !strcmp(vbuf, "precious"));
+    if (vf) fclose(vf);
+    unlink(link1);
+    unlink(link2);
+    remove(victim);
 
     /* The rename fails: the target is a non-empty directory. */
     const char *dir = path_in("target_is_dir");
@@ -497,7 +516,7 @@ static void test_atomic(void) {
     if (fp) fclose(fp);
     CHECK_ST(clcnn_st_write(dir, &first, 1, NULL, 0, &err), CLCNN_ERR_IO, err);
     CHECK(strstr(err.msg, "cannot rename") != NULL);
-    CHECK(exists(inner) && !exists(tmp_name_for(dir, dir_tmp)));
+    CHECK(exists(inner) && !tmp_left(dir));
     remove(inner);
     rmdir(dir);
 
@@ -513,7 +532,7 @@ static void test_atomic(void) {
             CHECK_ST(st, CLCNN_ERR_IO, err);
             CHECK(strstr(err.msg, "failed") != NULL);
             CHECK(holds_original(path));
-            CHECK(!exists(tmp));
+            CHECK(!tmp_left(path));
         }
         signal(SIGXFSZ, SIG_DFL);
     }
@@ -536,7 +555,7 @@ static void test_atomic(void) {
 
     /* And a successful overwrite replaces the file. */
     CHECK_ST(clcnn_st_write(path, &second, 1, NULL, 0, &err), CLCNN_SUCCESS, err);
-    CHECK(!holds_original(path) && !exists(tmp));
+    CHECK(!holds_original(path) && !tmp_left(path));
 }
 
 /* A checkpoint-sized file: 300 tensors, 2.4 MB. Guards against quadratic behaviour. */

@@ -3,7 +3,7 @@
  * kernels that compute the same sums in another order); a second process-like context reuses
  * the file without timing again; a damaged file is read past (bad lines ignored, an unknown
  * candidate re-timed); without autotuning nothing is written; with CLCNN_BACKEND forced the
- * GEMM is not tuned. */
+ * GEMM is not tuned. The file's parsing itself is checked through the context's table. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "clcnn.h"
+#include "context.h"
 #include "testutil.h"
 
 #define N_IMG 16
@@ -202,6 +203,43 @@ int main(void) {
     } else {
         printf("no weight-gradient decision on this device (not the direct path): damage test "
                "limited\n");
+    }
+
+    /* An over-long line is skipped whole: what follows its first 255 bytes is no line of its
+     * own, even when it reads like one. */
+    if (path[0]) {
+        char longdir[300], longpath[700], cmd2[700];
+        const char *base = strrchr(path, '/');
+        snprintf(longdir, sizeof longdir, "%s/long", tmp);
+        snprintf(cmd2, sizeof cmd2, "mkdir -p %s", longdir);
+        CHECK(system(cmd2) == 0);
+        snprintf(longpath, sizeof longpath, "%s%s", longdir, base ? base : "/x");
+        FILE *f = fopen(longpath, "w");
+        CHECK(f != NULL);
+        if (f) {
+            for (int i = 0; i < 255; i++)
+                fputc('x', f);
+            fprintf(f, "wgrad-tail-of-a-long-line rows\nwgrad-a-real-line lanes\n");
+            fclose(f);
+        }
+        clcnn_devices *dl2 = NULL;
+        clcnn_context *c2 = NULL;
+        clcnn_context_options co = {0};
+        int i2 = -1;
+        co.autotune = 1;
+        setenv("CLCNN_CACHE_DIR", longdir, 1);
+        CHECK(clcnn_devices_create(&dl2, NULL) == CLCNN_SUCCESS &&
+              clcnn_devices_select(dl2, -1, -1, &i2) == CLCNN_SUCCESS &&
+              clcnn_context_create(&c2, dl2, i2, &co) == CLCNN_SUCCESS);
+        int tail = 0, real = 0;
+        for (int i = 0; c2 && i < c2->n_tune; i++) {
+            tail += !strcmp(c2->tune[i].key, "wgrad-tail-of-a-long-line");
+            real += !strcmp(c2->tune[i].key, "wgrad-a-real-line");
+        }
+        CHECK_MSG(tail == 0, "the tail of an over-long line was read as a decision");
+        CHECK_MSG(real == 1, "the line after an over-long one was not read");
+        clcnn_context_free(c2);
+        clcnn_devices_free(dl2);
     }
 
     /* The environment switch alone turns tuning on. */

@@ -332,17 +332,19 @@ static int check_writable_dir(const char *dir, const char *opt) {
     char probe[4200];
     int err = make_dirs(dir);
     if (!err) {
-        snprintf(probe, sizeof probe, "%s/.clcnn_write_test.%ld", dir, (long)getpid());
-        FILE *f = fopen(probe, "wb");
-        if (!f)
+        /* A fresh name created exclusively: a file or link planted at a guessable name is never
+         * opened, let alone truncated. */
+        snprintf(probe, sizeof probe, "%s/.clcnn_write_test.XXXXXX", dir);
+        int fd = mkstemp(probe);
+        if (fd < 0)
             err = errno;
         else {
-            fclose(f);
+            close(fd);
             remove(probe);
         }
     }
     if (err) {
-        fprintf(stderr, "clcnn_train: %s %s is not writable: %s\n", opt, dir, strerror(err));
+        say("%s %s is not writable: %s", opt, dir, strerror(err));
         return -1;
     }
     return 0;

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The files clcnn_train writes and trusts, against a hostile neighbour in the same folders:
+# - temporary files (checkpoints, the writability probes) are fresh names created exclusively,
+#   so a symbolic link planted at the predictable name "<file>.tmp.<pid>" is never followed;
+# - temporary files that a killed run left behind are removed by the next save, those of a
+#   running process are not;
+# - the kernel cache folder is created 0700, and a cache entry or folder that is not the user's
+#   own is never loaded (on PoCL a program binary is native code).
+# Usage: test_files.sh CLCNN_TRAIN
+set -u
+bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+src=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+unset CLCNN_VISIBLE_DEVICES CLCNN_BACKEND CLCNN_CACHE
+fail=0
+check() { if [ "$2" != 0 ]; then echo "FAIL: $1: $3"; fail=1; else echo "ok  $1"; fi; }
+
+if ! "$bin" --list-devices >/dev/null 2>&1; then echo "no OpenCL device: skipping"; exit 77; fi
+python3 "$src/make_cifar.py" "$work/data" 40 10 || { echo "FAIL: cannot write the data set"; exit 1; }
+export CLCNN_CACHE_DIR=$work/cache/clcnn
+run=(--data "$work/data" --model 'conv(4,3,pad=1) maxpool(2) flatten linear(10)' --batch-size 8
+     --epochs 1 --save-dir "$work/model" --logdir "$work/logs")
+
+# ---- links planted at the old predictable temporary names ----------------------------------
+# The run execs from a shell that knows its own pid, which clcnn_train keeps: every name an
+# older clcnn would have used for this process is a link to a file that must stay untouched.
+mkdir -p "$work/model" "$work/logs"
+printf 'precious\n' >"$work/precious"
+out=$(bash -c 'for f in "$1/model/epoch_1.safetensors.tmp.$$" \
+                       "$1/model/epoch_1.state.safetensors.tmp.$$" \
+                       "$1/model/.clcnn_write_test.$$" "$1/logs/.clcnn_write_test.$$"; do
+                   ln -s "$1/precious" "$f"; done
+               shift; exec "$@"' _ "$work" "$bin" "${run[@]}" 2>&1)
+check "run with planted links" $? "$out"
+[ "$(cat "$work/precious")" = precious ]
+check "the links' target is untouched" $? "$(od -c "$work/precious" | head -3)"
+[ -f "$work/model/epoch_1.safetensors" ] && [ ! -L "$work/model/epoch_1.safetensors" ] &&
+    [ -f "$work/model/epoch_1.state.safetensors" ] && [ ! -L "$work/model/epoch_1.state.safetensors" ]
+check "the checkpoint is a file of its own" $? "$(ls -l "$work/model")"
+mode=$(stat -c %a "$work/model/epoch_1.safetensors")
+[ "$mode" = "$(printf '%o' $((0666 & ~$(umask))))" ]
+check "the checkpoint has the mode of a new file ($mode)" $? "umask $(umask)"
+"$bin" --data "$work/data" --eval-only --resume "$work/model/epoch_1.safetensors" >/dev/null 2>&1
+check "the checkpoint loads" $? ""
+
+# ---- what a killed run left behind ------------------------------------------------------------
+sleep 0.01 &
+dead=$!
+wait $dead
+for f in epoch_1.safetensors.tmp.$dead epoch_1.state.safetensors.tmp.$dead.k3x9q0 \
+         epoch_7.safetensors.tmp.$dead.abcdef; do
+    printf 'left by a crash\n' >"$work/model/$f"
+done
+printf 'being written\n' >"$work/model/epoch_1.safetensors.tmp.$$.zzzzzz" # a live process's
+printf 'not ours\n' >"$work/model/notes.tmp.$dead"
+# (the links planted above are left by a process that has ended too: they go as well)
+out=$("$bin" "${run[@]}" --resume "$work/model/epoch_1.safetensors" --epochs 2 2>&1)
+check "a run that saves" $? "$out"
+left=$(cd "$work/model" && ls -A | grep '\.tmp\.' | sort | tr '\n' ' ')
+[ "$left" = "epoch_1.safetensors.tmp.$$.zzzzzz notes.tmp.$dead " ]
+check "stale temporary files removed, a live one and a foreign one kept" $? "left: $left"
+
+# ---- the kernel cache ---------------------------------------------------------------------------
+rm -rf "$work/cache"
+first=$("$bin" "${run[@]}" --epochs 1 --save-dir "$work/m2" 2>&1 | head -1)
+[ "$(stat -c %a "$work/cache/clcnn")" = 700 ] && [ "$(stat -c %a "$work/cache")" = 700 ]
+check "the cache folder is created 0700" $? "$(ls -ld "$work/cache" "$work/cache/clcnn")"
+second=$("$bin" "${run[@]}" --epochs 1 --save-dir "$work/m3" 2>&1 | head -1)
+echo "$second" | grep -q "(binary cache)"
+check "the second start loads the cache" $? "$first / $second"
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+    # An entry someone else owns: rebuilt, never loaded.
+    entry=$(ls "$work/cache/clcnn"/*.bin | head -1)
+    chown nobody "$entry"
+    out=$("$bin" "${run[@]}" --epochs 1 --save-dir "$work/m4" 2>&1 | head -1)
+    echo "$out" | grep -q "(compiled)"
+    check "an entry owned by another user is not loaded" $? "$out"
+    # A folder someone else owns: nothing in it is loaded, nothing is written into it.
+    "$bin" "${run[@]}" --epochs 1 --save-dir "$work/m5" >/dev/null 2>&1 # the cache is whole again
+    chown nobody "$work/cache/clcnn"
+    before=$(ls -l --time-style=+%s.%N "$work/cache/clcnn" | md5sum)
+    out=$("$bin" "${run[@]}" --epochs 1 --save-dir "$work/m6" 2>&1 | head -1)
+    echo "$out" | grep -q "(compiled)"
+    check "a folder owned by another user is not loaded" $? "$out"
+    [ "$before" = "$(ls -l --time-style=+%s.%N "$work/cache/clcnn" | md5sum)" ]
+    check "nothing is written into it" $? "$(ls -l "$work/cache/clcnn")"
+else
+    echo "not root (or no user 'nobody'): ownership cases not run"
+fi
+exit $fail
