@@ -165,18 +165,22 @@ def idx_set(d, train=None, test=None):
 def datasets(out, good):
     d = os.path.join(out, "data")
     src = os.path.join(good, "cifar-10-batches-bin")
-    batch1 = read(os.path.join(src, "data_batch_1.bin"))
+    batches = {f"data_batch_{k}.bin": read(os.path.join(src, f"data_batch_{k}.bin"))
+               for k in range(1, 6)}
+    batch1 = batches["data_batch_1.bin"]
     test = read(os.path.join(src, "test_batch.bin"))
 
-    def cifar(case, b1=batch1, tb=test, extra=None):
+    def cifar(case, b1=batch1, tb=test, extra=None, drop=()):
+        """The good set with data_batch_1 (b1), test_batch (tb) and `extra` files replaced
+        (None: left out) and the training files named in `drop` left out."""
         base = os.path.join(d, case, "cifar-10-batches-bin")
         os.makedirs(base, exist_ok=True)
-        if b1 is not None:
-            write(os.path.join(base, "data_batch_1.bin"), b1)
-        if tb is not None:
-            write(os.path.join(base, "test_batch.bin"), tb)
-        for name, blob in (extra or {}).items():
-            write(os.path.join(base, name), blob)
+        files = dict(batches)
+        files.update({"data_batch_1.bin": b1, "test_batch.bin": tb})
+        files.update(extra or {})
+        for name, blob in files.items():
+            if blob is not None and name not in drop:
+                write(os.path.join(base, name), blob)
 
     cifar("cifar_truncated", b1=batch1[:CIFAR_RECORD * 3 + 100])
     cifar("cifar_test_truncated", tb=test[:-1])
@@ -189,15 +193,16 @@ def datasets(out, good):
     cifar("cifar_no_test", tb=None)
     cifar("cifar_no_train", b1=None)
     cifar("cifar_batch2_bad", extra={"data_batch_2.bin": batch1[:-5]})
+    cifar("cifar_gap", drop=("data_batch_3.bin",))  # an interrupted download: a gap
+    cifar("cifar_no_batch5", drop=("data_batch_4.bin", "data_batch_5.bin"))
     gz = gzip.compress(batch1)
     cifar("gzip_corrupt", b1=gz[:10] + bytes(b ^ 0x55 for b in gz[10:200]) + gz[200:])
     cifar("gzip_truncated", b1=gz[:len(gz) // 2])
     cifar("gzip_trailing", b1=gz + b"garbage after the stream")
     cifar("gzip_bad_crc", b1=gz[:-8] + bytes(b ^ 1 for b in gz[-8:-4]) + gz[-4:])
     cifar("gzip_header_only", b1=b"\x1f\x8b")
-    base = os.path.join(d, "cifar_batch_is_dir", "cifar-10-batches-bin")
-    os.makedirs(os.path.join(base, "data_batch_1.bin"), exist_ok=True)
-    write(os.path.join(base, "test_batch.bin"), test)
+    cifar("cifar_batch_is_dir", b1=None)
+    os.makedirs(os.path.join(d, "cifar_batch_is_dir", "cifar-10-batches-bin", "data_batch_1.bin"))
     os.makedirs(os.path.join(d, "empty_dir"), exist_ok=True)
     write(os.path.join(d, "not_a_dir"), b"plain file\n")
     os.makedirs(os.path.join(d, "unrelated_files"), exist_ok=True)

@@ -109,7 +109,7 @@ if ! "$bin" --list-devices >/dev/null 2>&1; then
 fi
 
 # ---- inputs: a tiny CIFAR-10 set, a good run's checkpoints, then every broken variant --------
-python3 "$src/make_cifar.py" "$data" 64 32 32 || { echo "FAIL: cannot write the data set"; exit 1; }
+python3 "$src/make_cifar.py" "$data" 96 32 || { echo "FAIL: cannot write the data set"; exit 1; }
 good=(--data "$data" --model "$model" --batch-size 16 --no-tensorboard)
 "$bin" "${good[@]}" --epochs 2 --momentum 0.9 --save-dir "$work/good" >"$work/good.out" 2>&1
 check "good run" $? "$(cat "$work/good.out")"
@@ -182,8 +182,10 @@ cifar_label10|data_batch_1.bin: record 2 has label 10, expected 0..9
 cifar_label255|test_batch.bin: record 2 has label 255
 cifar_empty|data_batch_1.bin: empty file
 cifar_no_test|test_batch.bin: missing
-cifar_no_train|data_batch_1.bin: missing
-cifar_batch_is_dir|data_batch_1.bin: missing
+cifar_no_train|missing data_batch_1.bin (CIFAR-10 training needs data_batch_1.bin..data_batch_5.bin
+cifar_batch_is_dir|missing data_batch_1.bin (
+cifar_gap|cifar-10-batches-bin: missing data_batch_3.bin (
+cifar_no_batch5|cifar-10-batches-bin: missing data_batch_4.bin, data_batch_5.bin (
 gzip_corrupt|data_batch_1.bin: corrupt gzip stream
 gzip_truncated|data_batch_1.bin: truncated gzip stream
 gzip_trailing|trailing garbage after the gzip stream

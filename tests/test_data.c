@@ -194,13 +194,14 @@ static void test_cifar_good(void) {
     clcnn_data_format f = CLCNN_DATA_AUTO;
     clcnn_status st;
 
-    /* The layout of the official archive, plus a data_batch_4 after a gap, which must be
-     * ignored: loading stops at the first missing batch. */
+    /* The layout of the official archive: five training batches, read in order. */
     make_dir(at("cifar", NULL));
     make_dir(at("cifar", "cifar-10-batches-bin"));
     put_cifar(at("cifar", "cifar-10-batches-bin/data_batch_1.bin"), 1, 2);
     put_cifar(at("cifar", "cifar-10-batches-bin/data_batch_2.bin"), 2, 3);
+    put_cifar(at("cifar", "cifar-10-batches-bin/data_batch_3.bin"), 3, 1);
     put_cifar(at("cifar", "cifar-10-batches-bin/data_batch_4.bin"), 4, 1);
+    put_cifar(at("cifar", "cifar-10-batches-bin/data_batch_5.bin"), 5, 2);
     put_cifar(at("cifar", "cifar-10-batches-bin/test_batch.bin"), 0, 2);
 
     st = clcnn_data_detect(at("cifar", NULL), &f, &e);
@@ -208,13 +209,16 @@ static void test_cifar_good(void) {
 
     st = clcnn_data_load(at("cifar", NULL), CLCNN_DATA_AUTO, 1, &d, &e);
     CHECK(st == CLCNN_SUCCESS, "load cifar train: %s", e.msg);
-    CHECK(d.n == 5 && d.c == 3 && d.h == 32 && d.w == 32, "cifar train shape %dx%dx%dx%d", d.n, d.c,
+    CHECK(d.n == 9 && d.c == 3 && d.h == 32 && d.w == 32, "cifar train shape %dx%dx%dx%d", d.n, d.c,
           d.h, d.w);
-    if (st == CLCNN_SUCCESS && d.n == 5) {
+    if (st == CLCNN_SUCCESS && d.n == 9) {
         check_cifar_record(&d, 0, 1, 0);
         check_cifar_record(&d, 1, 1, 1);
         check_cifar_record(&d, 2, 2, 0);
         check_cifar_record(&d, 4, 2, 2);
+        check_cifar_record(&d, 5, 3, 0);
+        check_cifar_record(&d, 6, 4, 0);
+        check_cifar_record(&d, 8, 5, 1);
     }
     clcnn_host_dataset_free(&d);
     clcnn_host_dataset_free(&d); /* twice is fine */
@@ -385,15 +389,28 @@ static void test_parse_sweep(void) {
 
 /* ---- malformed inputs ---- */
 
+/* data_batch_2..5.bin, good, except the one numbered `skip` (0: none): the bad cases below
+ * break batch 1 or leave batches out, and everything else must be in place. */
+static void put_later_batches(const char *dir, int skip) {
+    char name[32];
+    for (int k = 2; k <= 5; k++) {
+        if (k == skip) continue;
+        snprintf(name, sizeof name, "data_batch_%d.bin", k);
+        put_cifar(at(dir, name), k, 1);
+    }
+}
+
 static void bad_cifar_truncated(const char *dir) {
     size_t size;
     uint8_t *buf = cifar_buf(1, 2, &size);
     put(at(dir, "data_batch_1.bin"), buf, size - 1);
+    put_later_batches(dir, 0);
     free(buf);
 }
 
 static void bad_cifar_empty(const char *dir) {
     put(at(dir, "data_batch_1.bin"), "", 0);
+    put_later_batches(dir, 0);
 }
 
 static void bad_cifar_label(const char *dir) {
@@ -401,11 +418,20 @@ static void bad_cifar_label(const char *dir) {
     uint8_t *buf = cifar_buf(1, 3, &size);
     buf[2 * 3073] = 10;
     put(at(dir, "data_batch_1.bin"), buf, size);
+    put_later_batches(dir, 0);
     free(buf);
 }
 
 static void bad_cifar_no_batch1(const char *dir) {
+    put_later_batches(dir, 0);
+    put_cifar(at(dir, "test_batch.bin"), 0, 1);
+}
+
+/* An interrupted download: a gap, and the last batch missing too. */
+static void bad_cifar_gap(const char *dir) {
+    put_cifar(at(dir, "data_batch_1.bin"), 1, 1);
     put_cifar(at(dir, "data_batch_2.bin"), 2, 1);
+    put_cifar(at(dir, "data_batch_4.bin"), 4, 1);
     put_cifar(at(dir, "test_batch.bin"), 0, 1);
 }
 
@@ -415,6 +441,7 @@ static void bad_cifar_no_test(const char *dir) {
 
 static void bad_cifar_batch2(const char *dir) {
     put_cifar(at(dir, "data_batch_1.bin"), 1, 1);
+    put_later_batches(dir, 2);
     put(at(dir, "data_batch_2.bin"), "x", 1);
 }
 
@@ -555,7 +582,14 @@ static const bad_case bad_cases[] = {
      CLCNN_DATA_AUTO,
      1,
      CLCNN_ERR_IO,
-     {"data_batch_1.bin: missing", NULL}},
+     {": missing data_batch_1.bin (", NULL}},
+    {"cifar_gap",
+     bad_cifar_gap,
+     CLCNN_DATA_AUTO,
+     1,
+     CLCNN_ERR_IO,
+     {": missing data_batch_3.bin, data_batch_5.bin (",
+      "needs data_batch_1.bin..data_batch_5.bin"}},
     {"cifar_notest",
      bad_cifar_no_test,
      CLCNN_DATA_AUTO,

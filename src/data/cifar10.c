@@ -102,18 +102,27 @@ clcnn_status clcnn_cifar10_load(const char *dir, int train, clcnn_host_dataset *
             return clcnn_fail(e, CLCNN_ERR_IO, "%s: missing (the CIFAR-10 test split)", path);
         return load_file(path, out, e);
     }
-    /* Consecutive batches from 1: a partial download still trains, and a gap ends the run. */
+    /* All five batches or none: like torchvision, an incomplete download is an error (that
+     * lists what is missing), never a silent run on part of the data. */
+    char missing[128] = "";
+    int n_missing = 0;
     for (int k = 1; k <= CIFAR_TRAIN_BATCHES; k++) {
         snprintf(name, sizeof name, "data_batch_%d.bin", k);
         st = clcnn_data_path_join(path, sizeof path, base, name, e);
         if (st != CLCNN_SUCCESS) return st;
-        if (!clcnn_data_is_file(path)) {
-            if (k > 1) break;
-            return clcnn_fail(e, CLCNN_ERR_IO,
-                              "%s: missing (CIFAR-10 training needs data_batch_1.bin.."
-                              "data_batch_5.bin)",
-                              path);
-        }
+        if (clcnn_data_is_file(path)) continue;
+        size_t used = strlen(missing);
+        snprintf(missing + used, sizeof missing - used, "%s%s", n_missing++ ? ", " : "", name);
+    }
+    if (n_missing)
+        return clcnn_fail(e, CLCNN_ERR_IO,
+                          "%s: missing %s (CIFAR-10 training needs data_batch_1.bin.."
+                          "data_batch_5.bin; for a smaller run use --max-steps)",
+                          base, missing);
+    for (int k = 1; k <= CIFAR_TRAIN_BATCHES; k++) {
+        snprintf(name, sizeof name, "data_batch_%d.bin", k);
+        st = clcnn_data_path_join(path, sizeof path, base, name, e);
+        if (st != CLCNN_SUCCESS) return st;
         st = load_file(path, out, e);
         if (st != CLCNN_SUCCESS) return st;
     }
