@@ -192,6 +192,10 @@ size_t clcnn_context_profile_report(clcnn_context *ctx, char *buf, size_t size);
  * activations on the device. Not thread-safe; one model per thread. */
 typedef struct clcnn_model clcnn_model;
 
+/* The longest model spec text accepted, in bytes. The canonical text of any accepted spec
+ * (clcnn_model_spec) is shorter than this too. */
+#define CLCNN_SPEC_MAX_LEN 65536
+
 /* Builds a model from a spec (see docs/MODEL_SPEC.md) or a preset name ("seed", "seed-relu")
  * for inputs of channels x height x width, initialised as PyTorch's defaults (kaiming-uniform
  * weights with a = sqrt(5), U(+-1/sqrt(fan_in)) biases) from `seed`: the same seed gives the
@@ -247,6 +251,10 @@ typedef struct clcnn_optimizer_options {
 /* Fills *opts with PyTorch's defaults for `kind` (lr 0.01 for SGD, the tutorial's value;
  * Adam lr 1e-3, betas 0.9/0.999, eps 1e-8; AdamW the same with weight_decay 1e-2). */
 void clcnn_optimizer_defaults(clcnn_optimizer_options *opts, clcnn_optimizer_kind kind);
+
+/* The optimizer settings in use (after clcnn_model_set_optimizer, or as a loaded checkpoint
+ * left them). */
+clcnn_status clcnn_model_get_optimizer(const clcnn_model *model, clcnn_optimizer_options *opts);
 
 /* Sets the optimizer used by clcnn_model_train_batch and resets its state (momentum buffers,
  * moments, step count). Invalid values (lr <= 0, momentum < 0, betas outside [0,1), nesterov
@@ -365,25 +373,56 @@ typedef struct clcnn_checkpoint_info {
  * `model.load_state_dict(safetensors.torch.load_file(path))` works in PyTorch; __metadata__
  * holds the spec, input shape, epoch, step, seed and clcnn version. The optimizer state
  * (momentum or moments, step count, hyperparameters) goes to a sibling file, `path` with
- * ".safetensors" replaced by ".state.safetensors", written first. Both writes are atomic
- * (temp file, fsync, rename) and both carry an XXH64 of the weights, checked on load. */
+ * ".safetensors" replaced by ".state.safetensors", written first. Both writes are atomic:
+ * each file is written and fsync'd under a fresh temporary name in the same folder
+ * ("<file>.tmp.<pid>.<random>", created exclusively with mode 0600, never through a symbolic
+ * link), and renamed over its target only when both are complete; temporary files that a
+ * crashed process left beside the targets are removed first. Each file carries an XXH64 of
+ * everything in it (every tensor's bytes and all metadata) and both carry an XXH64 of the
+ * weights, which binds them together; loads check both. The batch size is recorded as 0 (not
+ * known): clcnn_model_save_checkpoint_v2 records it. */
 clcnn_status clcnn_model_save_checkpoint(clcnn_model *model, const char *path,
                                          const clcnn_checkpoint_info *info);
 
 /* Loads weights only (the --init path) from a safetensors state_dict, e.g. one PyTorch saved
  * with safetensors.torch.save_file(model.state_dict(), path). A common key prefix (the
  * tutorial's "model1.") is accepted. F32 and F64 tensors are accepted. A missing or unexpected
- * tensor under the prefix, or a shape mismatch, is CLCNN_ERR_FORMAT naming the tensor. */
+ * tensor under the prefix, or a shape mismatch, is CLCNN_ERR_FORMAT naming the tensor. The file
+ * must be a regular file of at most 100 MB (header) plus 16 bytes per model parameter (the
+ * weights in F64, and as much again of other tensors); a clcnn checkpoint must match its
+ * checksums. On failure the model is unchanged. */
 clcnn_status clcnn_model_load_weights(clcnn_model *model, const char *path);
 
 /* Loads a checkpoint written by clcnn_model_save_checkpoint, weights and optimizer state
- * (which replaces the current optimizer), and returns where the run stood. The weights' hash
- * must match the one recorded in both files: a torn or edited file is refused. */
+ * (which replaces the current optimizer), and returns where the run stood. Both files are read
+ * and checked completely (structure, the model's spec, shapes, both checksums, the pair's
+ * binding, the optimizer settings) before the model changes: on any failure the model, its
+ * optimizer and its step count are as they were. A torn or edited file is refused, with a
+ * message naming it. */
 clcnn_status clcnn_model_load_checkpoint(clcnn_model *model, const char *path,
                                          clcnn_checkpoint_info *info);
 
+/* clcnn_checkpoint_info plus the batch size the run trains with, which a checkpoint records
+ * so that a run stopped in the middle of an epoch is resumed on the same samples. */
+typedef struct clcnn_checkpoint_info_v2 {
+    int64_t epoch;
+    int64_t step;
+    int64_t batch_in_epoch;
+    uint64_t seed;
+    int64_t batch_size; /* samples per step; 0 when not recorded */
+} clcnn_checkpoint_info_v2;
+
+/* As clcnn_model_save_checkpoint / clcnn_model_load_checkpoint, with the batch size. */
+clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *model, const char *path,
+                                            const clcnn_checkpoint_info_v2 *info);
+clcnn_status clcnn_model_load_checkpoint_v2(clcnn_model *model, const char *path,
+                                            clcnn_checkpoint_info_v2 *info);
+
 /* Reads a checkpoint's model spec and input shape without a model, so the right model can be
- * built before loading. Messages go to err (errsize bytes). Any output may be NULL. */
+ * built before loading; only the file's header is read. spec receives the whole spec: a
+ * buffer of spec_size bytes that cannot hold it (with its NUL) is CLCNN_ERR_INVALID_ARGUMENT
+ * with the size needed in err, never a cut spec; a buffer as large as the file always holds
+ * it. Messages go to err (errsize bytes). Any output may be NULL. */
 clcnn_status clcnn_checkpoint_peek(const char *path, char *spec, size_t spec_size, int *channels,
                                    int *height, int *width, char *err, size_t errsize);
 

@@ -1,5 +1,7 @@
 /* Checkpoints: the weights as a PyTorch-loadable safetensors state_dict, the optimizer state in
- * a sibling file, both bound together by an XXH64 of the weights. */
+ * a sibling file. Each file carries an XXH64 of everything in it (tensors and metadata), and
+ * both carry an XXH64 of the weights, which binds the pair together. Loading reads and checks
+ * both files completely before the model changes. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -7,10 +9,16 @@
 
 #include <xxhash.h>
 
+#include "files.h"
 #include "model.h"
 #include "safetensors.h"
 
-static const char *ckpt_format = "clcnn-checkpoint/1";
+/* /2 added the content checksum (every tensor and all metadata) and the batch size. /1 files
+ * are refused by a resume, whose state /1 could not protect; --init still takes their weights. */
+static const char *ckpt_format = "clcnn-checkpoint/2";
+static const char *ckpt_format_v1 = "clcnn-checkpoint/1";
+#define CONTENT_KEY "content_xxh64"
+#define META_MAX 16 /* metadata pairs in either file, the content checksum included */
 
 /* "dir/epoch_1.safetensors" -> "dir/epoch_1.state.safetensors" */
 static void state_path(const char *path, char *out, size_t size) {
@@ -19,6 +27,12 @@ static void state_path(const char *path, char *out, size_t size) {
         snprintf(out, size, "%.*s.state.safetensors", (int)(n - ext), path);
     else
         snprintf(out, size, "%s.state", path);
+}
+
+/* The largest file a load reads for this model: a header as large as safetensors allows, and
+ * 16 bytes per parameter (the weights in F64, and as much again of other tensors). */
+static size_t max_file_bytes(const clcnn_model *m) {
+    return (size_t)CLCNN_ST_MAX_HEADER + 16 * m->total;
 }
 
 /* Reads a whole device buffer of `total` floats. */
@@ -36,12 +50,18 @@ static clcnn_status read_all(clcnn_model *m, cl_mem buf, float **out) {
     return CLCNN_SUCCESS;
 }
 
-static clcnn_status write_all(clcnn_model *m, cl_mem buf, const float *h) {
-    cl_int rc = clEnqueueWriteBuffer(m->ctx->queue, buf, CL_TRUE, 0, m->total * sizeof *h, h, 0,
+/* A new device buffer holding `total` floats from h (the commit of a load). */
+static clcnn_status upload_new(clcnn_model *m, cl_mem *out, const float *h, const char *what) {
+    clcnn_status st = clcnn_model_alloc(m, out, m->total * sizeof *h, what);
+    if (st) return st;
+    cl_int rc = clEnqueueWriteBuffer(m->ctx->queue, *out, CL_TRUE, 0, m->total * sizeof *h, h, 0,
                                      NULL, NULL);
-    if (rc != CL_SUCCESS)
-        return clcnn_fail(&m->err, (clcnn_status)rc, "writing parameters failed: %s",
+    if (rc != CL_SUCCESS) {
+        clReleaseMemObject(*out);
+        *out = NULL;
+        return clcnn_fail(&m->err, (clcnn_status)rc, "writing %s failed: %s", what,
                           clcnn_cl_error_name(rc));
+    }
     return CLCNN_SUCCESS;
 }
 
@@ -56,17 +76,151 @@ static void entry_for(const clcnn_param *p, const char *name, const float *base,
     e->data = base + p->off;
 }
 
-clcnn_status clcnn_model_save_checkpoint(clcnn_model *m, const char *path,
-                                         const clcnn_checkpoint_info *info) {
+/* ---- the content checksum ------------------------------------------------------------------ */
+
+/* One tensor as the checksum sees it; the same whether it is about to be written or was read. */
+typedef struct hashed {
+    const char *name, *dtype;
+    int ndim;
+    const int64_t *shape;
+    const void *data;
+    size_t bytes;
+} hashed;
+
+static int cmp_hashed(const void *a, const void *b) {
+    return strcmp(((const hashed *)a)->name, ((const hashed *)b)->name);
+}
+
+static int cmp_pair(const void *a, const void *b) {
+    return strcmp(((const char *const *)a)[0], ((const char *const *)b)[0]);
+}
+
+static void hash_str(XXH64_state_t *s, const char *v) {
+    XXH64_update(s, v, strlen(v) + 1); /* the NUL separates fields */
+}
+
+/* XXH64 of every tensor (name, dtype, shape, bytes) and every metadata pair but the checksum's
+ * own, each in name order, so that the file's layout and key order do not matter but any
+ * change of content does. t and meta (n_meta key/value pairs) are sorted in place. Returns 0
+ * and leaves *out alone when out of memory. */
+static int content_hash(hashed *t, int nt, const char **meta, int n_meta, uint64_t *out) {
+    char num[32];
+    XXH64_state_t *s = XXH64_createState();
+    if (!s) return 0;
+    qsort(t, (size_t)nt, sizeof *t, cmp_hashed);
+    qsort(meta, (size_t)n_meta, 2 * sizeof *meta, cmp_pair);
+    XXH64_reset(s, 0);
+    hash_str(s, "clcnn-content/1");
+    for (int i = 0; i < n_meta; i++) {
+        if (!strcmp(meta[2 * i], CONTENT_KEY)) continue;
+        hash_str(s, meta[2 * i]);
+        hash_str(s, meta[2 * i + 1]);
+    }
+    snprintf(num, sizeof num, "%d tensors", nt);
+    hash_str(s, num);
+    for (int i = 0; i < nt; i++) {
+        hash_str(s, t[i].name);
+        hash_str(s, t[i].dtype);
+        for (int d = 0; d < t[i].ndim; d++) {
+            snprintf(num, sizeof num, "%" PRId64 ",", t[i].shape[d]);
+            XXH64_update(s, num, strlen(num));
+        }
+        snprintf(num, sizeof num, "%zu", t[i].bytes);
+        hash_str(s, num);
+        if (t[i].bytes) XXH64_update(s, t[i].data, t[i].bytes);
+    }
+    *out = XXH64_digest(s);
+    XXH64_freeState(s);
+    return 1;
+}
+
+/* Appends the content checksum of entries and meta (n_meta pairs, room for one more) to meta.
+ * Returns the new pair count, or -1 when out of memory. hex holds 17 bytes. */
+static int add_checksum(const clcnn_st_entry *ents, int n, const char **meta, int n_meta,
+                        char *hex) {
+    hashed *t = calloc((size_t)n + 1, sizeof *t);
+    const char *pairs[2 * META_MAX];
+    uint64_t h = 0;
+    if (!t || n_meta >= META_MAX) {
+        free(t);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t numel = 1;
+        for (int d = 0; d < ents[i].ndim; d++)
+            numel *= (size_t)ents[i].shape[d];
+        t[i] = (hashed){ents[i].name, clcnn_st_dtype_name(ents[i].dtype),
+                        ents[i].ndim, ents[i].shape,
+                        ents[i].data, numel * clcnn_st_dtype_size(ents[i].dtype)};
+    }
+    memcpy(pairs, meta, 2 * (size_t)n_meta * sizeof *meta);
+    int ok = content_hash(t, n, pairs, n_meta, &h);
+    free(t);
+    if (!ok) return -1;
+    snprintf(hex, 17, "%016llx", (unsigned long long)h);
+    meta[2 * n_meta] = CONTENT_KEY;
+    meta[2 * n_meta + 1] = hex;
+    return n_meta + 1;
+}
+
+/* Whether the file's content matches its recorded checksum; a clcnn /2 file without one is as
+ * damaged as one whose checksum differs. */
+static clcnn_status verify_content(clcnn_model *m, const clcnn_st_file *f, const char *path) {
+    const char *want = clcnn_st_meta(f, CONTENT_KEY);
+    hashed *t = calloc((size_t)f->ntensors + 1, sizeof *t);
+    const char **pairs = calloc(2 * (size_t)f->nmeta + 2, sizeof *pairs);
+    char hex[24];
+    uint64_t h = 0;
+    int ok = t && pairs;
+    for (int i = 0; ok && i < f->ntensors; i++) {
+        const clcnn_st_tensor *x = &f->tensors[i];
+        t[i] = (hashed){x->name,  clcnn_st_dtype_name(x->dtype), x->ndim,
+                        x->shape, clcnn_st_data(f, x),           x->end - x->begin};
+    }
+    for (int i = 0; ok && i < f->nmeta; i++)
+        pairs[2 * i] = f->meta_keys[i], pairs[2 * i + 1] = f->meta_values[i];
+    ok = ok && content_hash(t, f->ntensors, pairs, f->nmeta, &h);
+    free(t);
+    free(pairs);
+    if (!ok) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    if (!want || strcmp(want, hex) != 0)
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
+                          "%s: the file does not match its recorded checksum (file damaged or "
+                          "edited)",
+                          path);
+    return CLCNN_SUCCESS;
+}
+
+/* ---- saving -------------------------------------------------------------------------------- */
+
+/* Removes temporary checkpoint files that crashed runs left in path's folder. */
+static void sweep_folder(const char *path) {
+    char dir[4200];
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        clcnn_tmp_sweep(".", ".safetensors");
+        return;
+    }
+    snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    clcnn_tmp_sweep(dir, ".safetensors");
+}
+
+clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *m, const char *path,
+                                            const clcnn_checkpoint_info_v2 *info) {
     clcnn_status st;
     float *w = NULL, *s1 = NULL, *s2 = NULL;
     clcnn_st_entry *ents = NULL;
     char(*names)[48] = NULL;
     char *stmp = NULL, *wtmp = NULL;
     char spath[4200], hash[24], epoch[24], step[24], bie[24], seed[24], input[48], ostep[24];
-    char lr[32], mom[32], damp[32], nest[8], wd[32], b1[32], b2[32], eps[32];
+    char lr[32], mom[32], damp[32], nest[8], wd[32], b1[32], b2[32], eps[32], bs[24];
+    char shex[24], whex[24];
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!path || !info) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL argument");
+    if (info->epoch < 0 || info->step < 0 || info->batch_in_epoch < 0 || info->batch_size < 0)
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "negative checkpoint position");
+    sweep_folder(path);
     if ((st = read_all(m, m->p, &w))) goto done;
     if (m->s1 && (st = read_all(m, m->s1, &s1))) goto done;
     if (m->s2 && (st = read_all(m, m->s2, &s2))) goto done;
@@ -80,6 +234,7 @@ clcnn_status clcnn_model_save_checkpoint(clcnn_model *m, const char *path,
     snprintf(epoch, sizeof epoch, "%" PRId64, info->epoch);
     snprintf(step, sizeof step, "%" PRId64, info->step);
     snprintf(bie, sizeof bie, "%" PRId64, info->batch_in_epoch);
+    snprintf(bs, sizeof bs, "%" PRId64, info->batch_size);
     snprintf(seed, sizeof seed, "%" PRIu64, info->seed);
     snprintf(input, sizeof input, "%dx%dx%d", m->in_c, m->in_h, m->in_w);
     snprintf(ostep, sizeof ostep, "%" PRId64, m->step);
@@ -111,46 +266,56 @@ clcnn_status clcnn_model_save_checkpoint(clcnn_model *m, const char *path,
             entry_for(&m->params[i], names[n], s2, &ents[n]), n++;
         }
     }
-    const char *smeta[] = {"format",
-                           ckpt_format,
-                           "weights_xxh64",
-                           hash,
-                           "optimizer",
-                           kind,
-                           "optimizer_step",
-                           ostep,
-                           "lr",
-                           lr,
-                           "momentum",
-                           mom,
-                           "dampening",
-                           damp,
-                           "nesterov",
-                           nest,
-                           "weight_decay",
-                           wd,
-                           "beta1",
-                           b1,
-                           "beta2",
-                           b2,
-                           "eps",
-                           eps,
-                           "epoch",
-                           epoch,
-                           "step",
-                           step};
+    const char *smeta[2 * META_MAX] = {"format",
+                                       ckpt_format,
+                                       "weights_xxh64",
+                                       hash,
+                                       "optimizer",
+                                       kind,
+                                       "optimizer_step",
+                                       ostep,
+                                       "lr",
+                                       lr,
+                                       "momentum",
+                                       mom,
+                                       "dampening",
+                                       damp,
+                                       "nesterov",
+                                       nest,
+                                       "weight_decay",
+                                       wd,
+                                       "beta1",
+                                       b1,
+                                       "beta2",
+                                       b2,
+                                       "eps",
+                                       eps,
+                                       "epoch",
+                                       epoch,
+                                       "step",
+                                       step};
+    int ns = add_checksum(ents, n, smeta, 14, shex);
+    if (ns < 0) {
+        st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+        goto done;
+    }
     state_path(path, spath, sizeof spath);
-    st = clcnn_st_write_tmp(spath, ents, n, smeta, (int)(sizeof smeta / sizeof smeta[0] / 2), &stmp,
-                            &m->err);
+    st = clcnn_st_write_tmp(spath, ents, n, smeta, ns, &stmp, &m->err);
     if (st) goto done;
     for (int i = 0; i < m->n_params; i++)
         entry_for(&m->params[i], m->params[i].name, w, &ents[i]);
-    const char *meta[] = {
-        "format", ckpt_format, "spec",          m->spec, "input",          input,
-        "epoch",  epoch,       "step",          step,    "batch_in_epoch", bie,
-        "seed",   seed,        "weights_xxh64", hash,    "clcnn_version",  clcnn_version()};
-    st = clcnn_st_write_tmp(path, ents, m->n_params, meta, (int)(sizeof meta / sizeof meta[0] / 2),
-                            &wtmp, &m->err);
+    const char *meta[2 * META_MAX] = {
+        "format",        ckpt_format, "spec",           m->spec,
+        "input",         input,       "epoch",          epoch,
+        "step",          step,        "batch_in_epoch", bie,
+        "batch_size",    bs,          "seed",           seed,
+        "weights_xxh64", hash,        "clcnn_version",  clcnn_version()};
+    int nw = add_checksum(ents, m->n_params, meta, 10, whex);
+    if (nw < 0) {
+        st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+        goto done;
+    }
+    st = clcnn_st_write_tmp(path, ents, m->n_params, meta, nw, &wtmp, &m->err);
     if (st) goto done;
     st = clcnn_st_commit(stmp, spath, &m->err);
     free(stmp);
@@ -172,24 +337,37 @@ done:
     return st;
 }
 
+clcnn_status clcnn_model_save_checkpoint(clcnn_model *m, const char *path,
+                                         const clcnn_checkpoint_info *info) {
+    if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
+    if (!info) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL argument");
+    clcnn_checkpoint_info_v2 v2 = {info->epoch, info->step, info->batch_in_epoch, info->seed, 0};
+    return clcnn_model_save_checkpoint_v2(m, path, &v2);
+}
+
+/* ---- loading ------------------------------------------------------------------------------- */
+
+static void fmt_shape(char *buf, size_t size, const int64_t *shape, int ndim) {
+    size_t u = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < ndim && u < size; d++)
+        u += (size_t)snprintf(buf + u, size - u, "%s%lld", d ? ", " : "", (long long)shape[d]);
+}
+
 /* Copies tensor t (F32 or F64, shape equal to p's) into dst + p->off. */
 static clcnn_status take_tensor(clcnn_model *m, const clcnn_st_file *f, const clcnn_st_tensor *t,
                                 const clcnn_param *p, const char *path, float *dst) {
+    char name[CLCNN_SHOWN_MAX + 4];
     int same = t->ndim == p->ndim;
     for (int d = 0; same && d < p->ndim; d++)
         same = t->shape[d] == p->shape[d];
     if (!same) {
-        char got[128] = "", want[128] = "";
-        size_t u = 0, v = 0;
-        for (int d = 0; d < t->ndim && u < sizeof got; d++)
-            u += (size_t)snprintf(got + u, sizeof got - u, "%s%lld", d ? ", " : "",
-                                  (long long)t->shape[d]);
-        for (int d = 0; d < p->ndim && v < sizeof want; d++)
-            v += (size_t)snprintf(want + v, sizeof want - v, "%s%lld", d ? ", " : "",
-                                  (long long)p->shape[d]);
+        char got[128], want[128];
+        fmt_shape(got, sizeof got, t->shape, t->ndim);
+        fmt_shape(want, sizeof want, p->shape, p->ndim);
         return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
                           "%s: tensor '%s' has shape [%s] but the model's %s is [%s]", path,
-                          t->name, got, p->name, want);
+                          clcnn_shown(t->name, CLCNN_SHOWN_MAX, name), got, p->name, want);
     }
     const unsigned char *src = clcnn_st_data(f, t);
     if (t->dtype == CLCNN_ST_F32) {
@@ -201,9 +379,9 @@ static clcnn_status take_tensor(clcnn_model *m, const clcnn_st_file *f, const cl
             dst[p->off + j] = (float)v;
         }
     } else {
-        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
-                          "%s: tensor '%s' is %s; clcnn loads F32 or F64 weights", path, t->name,
-                          clcnn_st_dtype_name(t->dtype));
+        return clcnn_fail(
+            &m->err, CLCNN_ERR_FORMAT, "%s: tensor '%s' is %s; clcnn loads F32 or F64 weights",
+            path, clcnn_shown(t->name, CLCNN_SHOWN_MAX, name), clcnn_st_dtype_name(t->dtype));
     }
     return CLCNN_SUCCESS;
 }
@@ -214,6 +392,7 @@ static clcnn_status find_prefix(clcnn_model *m, const clcnn_st_file *f, const ch
     const char *first = m->params[0].name;
     size_t fl = strlen(first);
     int found = 0;
+    char shown[CLCNN_SHOWN_MAX + 4];
     if (clcnn_st_find(f, first)) {
         prefix[0] = '\0';
         return CLCNN_SUCCESS;
@@ -224,9 +403,9 @@ static clcnn_status find_prefix(clcnn_model *m, const clcnn_st_file *f, const ch
         if (l > fl && nm[l - fl - 1] == '.' && strcmp(nm + l - fl, first) == 0) {
             if (found++)
                 return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
-                                  "%s: several tensors end in '.%s' (%.*s, ...): cannot tell "
+                                  "%s: several tensors end in '.%s' (%s, ...): cannot tell "
                                   "which prefix holds the model",
-                                  path, first, (int)(l - fl), nm);
+                                  path, first, clcnn_shown(nm, CLCNN_SHOWN_MAX, shown));
             snprintf(prefix, size, "%.*s", (int)(l - fl), nm);
         }
     }
@@ -240,7 +419,7 @@ static clcnn_status find_prefix(clcnn_model *m, const clcnn_st_file *f, const ch
 
 static clcnn_status load_weights_from(clcnn_model *m, const clcnn_st_file *f, const char *path,
                                       float *w) {
-    char prefix[256], key[400];
+    char prefix[256], key[400], shown[CLCNN_SHOWN_MAX + 4];
     clcnn_status st;
     if ((st = find_prefix(m, f, path, prefix, sizeof prefix))) return st;
     size_t pl = strlen(prefix);
@@ -249,7 +428,7 @@ static clcnn_status load_weights_from(clcnn_model *m, const clcnn_st_file *f, co
         const clcnn_st_tensor *t = clcnn_st_find(f, key);
         if (!t)
             return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: missing tensor '%s' (the model %s)",
-                              path, key, m->spec);
+                              path, clcnn_shown(key, CLCNN_SHOWN_MAX, shown), m->spec);
         if ((st = take_tensor(m, f, t, &m->params[i], path, w))) return st;
     }
     /* Like load_state_dict(strict=True): a tensor under the prefix that the model lacks means
@@ -264,21 +443,17 @@ static clcnn_status load_weights_from(clcnn_model *m, const clcnn_st_file *f, co
             return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
                               "%s: unexpected tensor '%s': the file holds another architecture "
                               "than %s",
-                              path, nm, m->spec);
+                              path, clcnn_shown(nm, CLCNN_SHOWN_MAX, shown), m->spec);
     }
     return CLCNN_SUCCESS;
 }
 
-/* A clcnn checkpoint records an XXH64 of its weights: a damaged or edited one is refused by
- * --init as by --resume. Plain state_dicts (PyTorch's save_file) have none and load as they
- * are. Once every parameter is loaded, w holds exactly the file's weights. */
-static clcnn_status verify_checksum(clcnn_model *m, const clcnn_st_file *f, const char *path,
-                                    const float *w) {
-    const char *fmt = clcnn_st_meta(f, "format"), *want = clcnn_st_meta(f, "weights_xxh64");
-    char hash[24];
-    if (!fmt || strcmp(fmt, ckpt_format) != 0 || !want) return CLCNN_SUCCESS;
-    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)XXH64(w, m->total * sizeof *w, 0));
-    if (strcmp(want, hash) != 0)
+/* The weights w (every parameter, as read from f) against the XXH64 recorded with them. */
+static clcnn_status verify_weights(clcnn_model *m, const clcnn_st_file *f, const char *path,
+                                   const float *w, char hash[24]) {
+    const char *want = clcnn_st_meta(f, "weights_xxh64");
+    snprintf(hash, 24, "%016llx", (unsigned long long)XXH64(w, m->total * sizeof *w, 0));
+    if (!want || strcmp(want, hash) != 0)
         return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
                           "%s: the weights do not match their recorded checksum (file damaged "
                           "or edited)",
@@ -290,13 +465,28 @@ clcnn_status clcnn_model_load_weights(clcnn_model *m, const char *path) {
     clcnn_st_file f = {0};
     float *w = NULL;
     clcnn_status st;
+    char hash[24];
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!path) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL path");
-    if ((st = clcnn_st_read(&f, path, &m->err))) return st;
-    if ((st = read_all(m, m->p, &w))) goto done;
+    if ((st = clcnn_st_read_max(&f, path, max_file_bytes(m), &m->err))) return st;
+    if (!(w = malloc(m->total * sizeof *w + 4))) {
+        st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+        goto done;
+    }
     if ((st = load_weights_from(m, &f, path, w))) goto done;
-    if ((st = verify_checksum(m, &f, path, w))) goto done;
-    st = write_all(m, m->p, w);
+    /* A clcnn checkpoint is checked as a resume would check it; a plain state_dict (PyTorch's
+     * save_file) carries no checksum and loads as it is. */
+    const char *fmt = clcnn_st_meta(&f, "format");
+    if (fmt && !strcmp(fmt, ckpt_format)) {
+        if ((st = verify_weights(m, &f, path, w, hash))) goto done;
+        if ((st = verify_content(m, &f, path))) goto done;
+    } else if (fmt && !strcmp(fmt, ckpt_format_v1)) {
+        if ((st = verify_weights(m, &f, path, w, hash))) goto done;
+    }
+    cl_mem p = NULL;
+    if ((st = upload_new(m, &p, w, "parameters"))) goto done;
+    clReleaseMemObject(m->p);
+    m->p = p;
 done:
     free(w);
     clcnn_st_free(&f);
@@ -322,17 +512,94 @@ static double meta_f64(const clcnn_st_file *f, const char *key, int *ok) {
     return x;
 }
 
-clcnn_status clcnn_model_load_checkpoint(clcnn_model *m, const char *path,
-                                         clcnn_checkpoint_info *info) {
+/* The optimizer settings and step count recorded in a state file, checked as
+ * clcnn_model_set_optimizer would check them. */
+static clcnn_status read_optimizer(clcnn_model *m, const clcnn_st_file *s, const char *spath,
+                                   clcnn_optimizer_options *o, int64_t *ostep) {
+    const char *kind = clcnn_st_meta(s, "optimizer");
+    char shown[CLCNN_SHOWN_MAX + 4];
+    clcnn_error e;
+    int ok = 1;
+    clcnn_optimizer_defaults(o, CLCNN_OPTIMIZER_SGD);
+    if (!kind || (strcmp(kind, "sgd") && strcmp(kind, "adam") && strcmp(kind, "adamw")))
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: unknown optimizer '%s'", spath,
+                          clcnn_shown(kind ? kind : "", CLCNN_SHOWN_MAX, shown));
+    o->kind = !strcmp(kind, "sgd")    ? CLCNN_OPTIMIZER_SGD
+              : !strcmp(kind, "adam") ? CLCNN_OPTIMIZER_ADAM
+                                      : CLCNN_OPTIMIZER_ADAMW;
+    o->lr = meta_f64(s, "lr", &ok);
+    o->momentum = meta_f64(s, "momentum", &ok);
+    o->dampening = meta_f64(s, "dampening", &ok);
+    o->nesterov = (int)meta_i64(s, "nesterov", &ok);
+    o->weight_decay = meta_f64(s, "weight_decay", &ok);
+    o->beta1 = meta_f64(s, "beta1", &ok);
+    o->beta2 = meta_f64(s, "beta2", &ok);
+    o->eps = meta_f64(s, "eps", &ok);
+    *ostep = meta_i64(s, "optimizer_step", &ok);
+    if (!ok || *ostep < 0)
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: bad optimizer metadata", spath);
+    if (clcnn_optimizer_check(o, &e))
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: bad optimizer settings: %s", spath,
+                          e.msg);
+    return CLCNN_SUCCESS;
+}
+
+/* The optimizer state tensors ("s1.<param>", "s2.<param>") into host arrays, exactly those. */
+static clcnn_status read_states(clcnn_model *m, const clcnn_st_file *s, const char *spath,
+                                int states, float *host[2]) {
+    clcnn_status st;
+    char key[64];
+    for (int k = 0; k < states; k++) {
+        if (!(host[k] = malloc(m->total * sizeof(float) + 4)))
+            return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+        for (int i = 0; i < m->n_params; i++) {
+            snprintf(key, sizeof key, "s%d.%s", k + 1, m->params[i].name);
+            const clcnn_st_tensor *t = clcnn_st_find(s, key);
+            if (!t)
+                return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: missing optimizer tensor '%s'",
+                                  spath, key);
+            if ((st = take_tensor(m, s, t, &m->params[i], spath, host[k]))) return st;
+        }
+    }
+    if (s->ntensors != states * m->n_params) {
+        char shown[CLCNN_SHOWN_MAX + 4];
+        for (int i = 0; i < s->ntensors; i++) {
+            const char *nm = s->tensors[i].name;
+            int k =
+                nm[0] == 's' && (nm[1] == '1' || nm[1] == '2') && nm[2] == '.' ? nm[1] - '0' : 0;
+            if (!k || k > states || !clcnn_st_find(s, nm))
+                return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: unexpected optimizer tensor '%s'",
+                                  spath, clcnn_shown(nm, CLCNN_SHOWN_MAX, shown));
+        }
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: unexpected optimizer tensors", spath);
+    }
+    return CLCNN_SUCCESS;
+}
+
+clcnn_status clcnn_model_load_checkpoint_v2(clcnn_model *m, const char *path,
+                                            clcnn_checkpoint_info_v2 *info) {
     clcnn_st_file f = {0}, s = {0};
-    float *w = NULL, *s1 = NULL, *s2 = NULL;
-    char spath[4200], hash[24];
+    float *w = NULL, *host[2] = {NULL, NULL};
+    cl_mem fresh[3] = {NULL, NULL, NULL}; /* parameters, state 1, state 2 */
+    char spath[4200], hash[24], a[200], b[200];
+    clcnn_checkpoint_info_v2 at;
+    clcnn_optimizer_options o;
+    int64_t ostep = 0;
     clcnn_status st;
     int ok = 1;
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!path || !info) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL argument");
-    if ((st = clcnn_st_read(&f, path, &m->err))) goto done;
+    /* Everything is read and checked into host memory first; the model changes only at the
+     * end, when nothing can fail but the device itself. */
+    if ((st = clcnn_st_read_max(&f, path, max_file_bytes(m), &m->err))) goto done;
     const char *fmt = clcnn_st_meta(&f, "format"), *spec = clcnn_st_meta(&f, "spec");
+    if (fmt && !strcmp(fmt, ckpt_format_v1)) {
+        st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
+                        "%s was written by an older clcnn (%s), whose checksum covers only the "
+                        "weights; it cannot be resumed, but --init loads its weights",
+                        path, ckpt_format_v1);
+        goto done;
+    }
     if (!fmt || strcmp(fmt, ckpt_format) != 0) {
         st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
                         "%s is not a clcnn checkpoint (no format '%s' in its metadata); use "
@@ -342,31 +609,29 @@ clcnn_status clcnn_model_load_checkpoint(clcnn_model *m, const char *path,
     }
     if (!spec || strcmp(spec, m->spec) != 0) {
         st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s holds the model '%s', not '%s'", path,
-                        spec ? spec : "?", m->spec);
+                        clcnn_shown(spec ? spec : "?", 160, a), clcnn_shown(m->spec, 160, b));
         goto done;
     }
-    if ((st = read_all(m, m->p, &w))) goto done;
+    if (!(w = malloc(m->total * sizeof *w + 4))) {
+        st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+        goto done;
+    }
     if ((st = load_weights_from(m, &f, path, w))) goto done;
-    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)XXH64(w, m->total * sizeof *w, 0));
-    const char *want = clcnn_st_meta(&f, "weights_xxh64");
-    if (!want || strcmp(want, hash) != 0) {
-        st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
-                        "%s: the weights do not match their recorded checksum (file damaged "
-                        "or edited)",
-                        path);
-        goto done;
-    }
-    info->epoch = meta_i64(&f, "epoch", &ok);
-    info->step = meta_i64(&f, "step", &ok);
-    info->batch_in_epoch = meta_i64(&f, "batch_in_epoch", &ok);
-    info->seed = (uint64_t)meta_i64(&f, "seed", &ok);
-    if (!ok || info->epoch < 0 || info->step < 0 || info->batch_in_epoch < 0) {
+    if ((st = verify_weights(m, &f, path, w, hash))) goto done;
+    at.epoch = meta_i64(&f, "epoch", &ok);
+    at.step = meta_i64(&f, "step", &ok);
+    at.batch_in_epoch = meta_i64(&f, "batch_in_epoch", &ok);
+    at.seed = (uint64_t)meta_i64(&f, "seed", &ok);
+    at.batch_size = meta_i64(&f, "batch_size", &ok);
+    if (!ok || at.epoch < 0 || at.step < 0 || at.batch_in_epoch < 0 || at.batch_size < 0) {
         st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: bad epoch/step/seed metadata", path);
         goto done;
     }
+    if ((st = verify_content(m, &f, path))) goto done;
+
     state_path(path, spath, sizeof spath);
-    if ((st = clcnn_st_read(&s, spath, &m->err))) goto done;
-    const char *sh = clcnn_st_meta(&s, "weights_xxh64"), *kind = clcnn_st_meta(&s, "optimizer");
+    if ((st = clcnn_st_read_max(&s, spath, max_file_bytes(m), &m->err))) goto done;
+    const char *sh = clcnn_st_meta(&s, "weights_xxh64"), *sfmt = clcnn_st_meta(&s, "format");
     if (!sh || strcmp(sh, hash) != 0) {
         st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
                         "%s does not belong to %s (weights checksum differs): the pair is from "
@@ -374,57 +639,47 @@ clcnn_status clcnn_model_load_checkpoint(clcnn_model *m, const char *path,
                         spath, path);
         goto done;
     }
-    clcnn_optimizer_options o;
-    clcnn_optimizer_defaults(&o, CLCNN_OPTIMIZER_SGD);
-    if (!kind || (strcmp(kind, "sgd") && strcmp(kind, "adam") && strcmp(kind, "adamw"))) {
-        st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: unknown optimizer '%s'", spath,
-                        kind ? kind : "");
+    if ((st = read_optimizer(m, &s, spath, &o, &ostep))) goto done;
+    int states = clcnn_optimizer_states(&o);
+    if ((st = read_states(m, &s, spath, states, host))) goto done;
+    if (!sfmt || strcmp(sfmt, ckpt_format) != 0) {
+        st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: not a clcnn optimizer-state file", spath);
         goto done;
     }
-    o.kind = !strcmp(kind, "sgd")    ? CLCNN_OPTIMIZER_SGD
-             : !strcmp(kind, "adam") ? CLCNN_OPTIMIZER_ADAM
-                                     : CLCNN_OPTIMIZER_ADAMW;
-    o.lr = meta_f64(&s, "lr", &ok);
-    o.momentum = meta_f64(&s, "momentum", &ok);
-    o.dampening = meta_f64(&s, "dampening", &ok);
-    o.nesterov = (int)meta_i64(&s, "nesterov", &ok);
-    o.weight_decay = meta_f64(&s, "weight_decay", &ok);
-    o.beta1 = meta_f64(&s, "beta1", &ok);
-    o.beta2 = meta_f64(&s, "beta2", &ok);
-    o.eps = meta_f64(&s, "eps", &ok);
-    int64_t ostep = meta_i64(&s, "optimizer_step", &ok);
-    if (!ok || ostep < 0) {
-        st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: bad optimizer metadata", spath);
-        goto done;
+    if ((st = verify_content(m, &s, spath))) goto done;
+
+    /* Commit: new device buffers first (a failure there leaves the model as it was), then
+     * swap them in. */
+    if ((st = upload_new(m, &fresh[0], w, "parameters"))) goto done;
+    for (int k = 0; k < states; k++)
+        if ((st = upload_new(m, &fresh[k + 1], host[k], "optimizer state"))) goto done;
+    cl_mem *slots[3] = {&m->p, &m->s1, &m->s2};
+    for (int k = 0; k < 3; k++) {
+        if (*slots[k]) clReleaseMemObject(*slots[k]);
+        *slots[k] = fresh[k];
+        fresh[k] = NULL;
     }
-    if ((st = clcnn_model_set_optimizer(m, &o))) goto done;
-    cl_mem bufs[2] = {m->s1, m->s2};
-    float **hosts[2] = {&s1, &s2};
-    for (int k = 0; k < 2; k++) {
-        if (!bufs[k]) continue;
-        if ((st = read_all(m, bufs[k], hosts[k]))) goto done;
-        for (int i = 0; i < m->n_params; i++) {
-            char key[64];
-            snprintf(key, sizeof key, "s%d.%s", k + 1, m->params[i].name);
-            const clcnn_st_tensor *t = clcnn_st_find(&s, key);
-            if (!t) {
-                st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: missing optimizer tensor '%s'",
-                                spath, key);
-                goto done;
-            }
-            if ((st = take_tensor(m, &s, t, &m->params[i], spath, *hosts[k]))) goto done;
-        }
-    }
-    if ((st = write_all(m, m->p, w))) goto done;
-    if (s1 && (st = write_all(m, m->s1, s1))) goto done;
-    if (s2 && (st = write_all(m, m->s2, s2))) goto done;
+    m->opt = o;
     m->step = ostep;
+    *info = at;
 done:
+    for (int k = 0; k < 3; k++)
+        if (fresh[k]) clReleaseMemObject(fresh[k]);
     free(w);
-    free(s1);
-    free(s2);
+    free(host[0]);
+    free(host[1]);
     clcnn_st_free(&f);
     clcnn_st_free(&s);
+    return st;
+}
+
+clcnn_status clcnn_model_load_checkpoint(clcnn_model *m, const char *path,
+                                         clcnn_checkpoint_info *info) {
+    clcnn_checkpoint_info_v2 v2;
+    if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
+    if (!info) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL argument");
+    clcnn_status st = clcnn_model_load_checkpoint_v2(m, path, &v2);
+    if (!st) *info = (clcnn_checkpoint_info){v2.epoch, v2.step, v2.batch_in_epoch, v2.seed};
     return st;
 }
 
@@ -435,14 +690,19 @@ clcnn_status clcnn_checkpoint_peek(const char *path, char *spec, size_t spec_siz
     clcnn_status st;
     int cc = 0, hh = 0, ww = 0;
     if (!path) return CLCNN_ERR_INVALID_ARGUMENT;
-    st = clcnn_st_read(&f, path, &e);
+    st = clcnn_st_read_header(&f, path, &e);
     if (!st) {
         const char *sp = clcnn_st_meta(&f, "spec"), *in = clcnn_st_meta(&f, "input");
-        if (!sp || !in || sscanf(in, "%dx%dx%d", &cc, &hh, &ww) != 3)
+        char end;
+        if (!sp || !in || sscanf(in, "%dx%dx%d%c", &cc, &hh, &ww, &end) != 3)
             st = clcnn_fail(&e, CLCNN_ERR_FORMAT,
                             "%s is not a clcnn checkpoint (no spec/input in its metadata)", path);
+        else if (spec && strlen(sp) >= spec_size)
+            st = clcnn_fail(&e, CLCNN_ERR_INVALID_ARGUMENT,
+                            "%s: its spec needs %zu bytes, the buffer has %zu", path,
+                            strlen(sp) + 1, spec_size);
         else {
-            if (spec && spec_size) snprintf(spec, spec_size, "%s", sp);
+            if (spec) memcpy(spec, sp, strlen(sp) + 1);
             if (c) *c = cc;
             if (h) *h = hh;
             if (w) *w = ww;

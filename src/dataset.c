@@ -44,6 +44,11 @@ static clcnn_status upload(clcnn_dataset *ds, cl_mem *buf, const void *src, size
 static clcnn_status finish(clcnn_dataset *ds, const uint8_t *images, const uint8_t *labels) {
     clcnn_status st;
     size_t per = (size_t)ds->c * ds->h * ds->w;
+    /* The gather kernel indexes within an image with 32-bit ints (across images with 64). */
+    if (per > (size_t)1 << 28)
+        return clcnn_fail(&ds->err, CLCNN_ERR_SHAPE,
+                          "images of %d x %d x %d = %zu elements are too large (at most 2^28)",
+                          ds->c, ds->h, ds->w, per);
     ds->max_label = -1;
     for (int i = 0; i < ds->n; i++)
         if (labels[i] > ds->max_label) ds->max_label = labels[i];

@@ -142,6 +142,11 @@ static clcnn_status scratch(clcnn_context *ctx, cl_mem *buf, size_t *cap, size_t
                             const char *what) {
     cl_int rc;
     if (need <= *cap) return CLCNN_SUCCESS;
+    if (need > (size_t)CLCNN_MAX_ELEMENTS)
+        return clcnn_fail(&ctx->err, CLCNN_ERR_SHAPE,
+                          "%s: %zu elements, more than the %lld that clcnn's 32-bit kernel "
+                          "indices reach; use a smaller batch",
+                          what, need, (long long)CLCNN_MAX_ELEMENTS);
     if (*buf) clReleaseMemObject(*buf);
     *cap = 0;
     *buf = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, need * sizeof(float), NULL, &rc);

@@ -19,7 +19,7 @@ static clcnn_status mfail_cl(clcnn_model *m, cl_int rc, const char *what) {
 }
 
 /* Allocates a device buffer, turning failure into a message with the size and the limit. */
-static clcnn_status alloc_buf(clcnn_model *m, cl_mem *out, size_t bytes, const char *what) {
+clcnn_status clcnn_model_alloc(clcnn_model *m, cl_mem *out, size_t bytes, const char *what) {
     cl_int rc;
     const clcnn_device_info *in = &m->ctx->info;
     if (bytes == 0) bytes = 4;
@@ -71,6 +71,13 @@ static void add_param(clcnn_model *m, int layer, const char *kind, int ndim, con
 static clcnn_status plan(clcnn_model *m) {
     int c = m->in_c, h = m->in_h, w = m->in_w, flat = 0;
     char where[96];
+    /* Per sample, no tensor may pass 2^28 elements (the input included): c * h * w then stays
+     * an int wherever it is formed, and a batch's buffers stay within reach of the batch check. */
+    if ((long long)c * h * w > (1LL << 28))
+        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
+                          "the input of %d x %d x %d = %lld elements per sample is too large "
+                          "(at most 2^28)",
+                          c, h, w, (long long)c * h * w);
     m->params = calloc((size_t)m->n_layers * 2 + 1, sizeof *m->params);
     if (!m->params) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     for (int i = 0; i < m->n_layers; i++) {
@@ -129,8 +136,10 @@ static clcnn_status plan(clcnn_model *m) {
             L->flops = 2.0 * d->out * h * w * L->in_c * d->kernel * d->kernel;
         else if (d->kind == CLCNN_LAYER_LINEAR)
             L->flops = 2.0 * d->out * L->in_c;
-        if ((double)c * h * w > (double)(1 << 28))
-            return clcnn_fail(&m->err, CLCNN_ERR_SHAPE, "%s output of %d x %d x %d is too large",
+        if ((long long)c * h * w > (1LL << 28))
+            return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
+                              "%s output of %d x %d x %d is too large (at most 2^28 elements per "
+                              "sample)",
                               where, c, h, w);
     }
     if (!flat)
@@ -179,7 +188,6 @@ clcnn_status clcnn_model_create(clcnn_model **out, clcnn_context *ctx, const cha
     clcnn_model *m;
     clcnn_status st;
     clcnn_layer_desc *descs = NULL;
-    char canon[4096];
     if (!out) return CLCNN_ERR_INVALID_ARGUMENT;
     *out = m = calloc(1, sizeof *m);
     if (!m) return CLCNN_ERR_OUT_OF_HOST_MEMORY;
@@ -199,17 +207,19 @@ clcnn_status clcnn_model_create(clcnn_model **out, clcnn_context *ctx, const cha
     }
     for (int i = 0; i < m->n_layers; i++)
         m->layers[i].d = descs[i];
-    clcnn_spec_format(descs, m->n_layers, canon, sizeof canon);
+    /* The canonical text is sized from its own length: it can be far longer than the spec
+     * as written (repetitions expanded, every default spelled out). */
+    size_t len = clcnn_spec_format(descs, m->n_layers, NULL, 0);
+    if ((m->spec = malloc(len + 1))) clcnn_spec_format(descs, m->n_layers, m->spec, len + 1);
     free(descs);
-    if (!(m->spec = malloc(strlen(canon) + 1)))
-        return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-    strcpy(m->spec, canon);
+    if (!m->spec) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     if ((st = plan(m))) return st;
     size_t bytes = m->total * sizeof(float);
-    if ((st = alloc_buf(m, &m->p, bytes, "parameters"))) return st;
-    if ((st = alloc_buf(m, &m->g, bytes, "gradients"))) return st;
-    if ((st = alloc_buf(m, &m->acc, 2 * sizeof(float), "loss accumulator"))) return st;
-    if ((st = alloc_buf(m, &m->acc_correct, 2 * sizeof(int), "accuracy accumulator"))) return st;
+    if ((st = clcnn_model_alloc(m, &m->p, bytes, "parameters"))) return st;
+    if ((st = clcnn_model_alloc(m, &m->g, bytes, "gradients"))) return st;
+    if ((st = clcnn_model_alloc(m, &m->acc, 2 * sizeof(float), "loss accumulator"))) return st;
+    if ((st = clcnn_model_alloc(m, &m->acc_correct, 2 * sizeof(int), "accuracy accumulator")))
+        return st;
     if ((st = init_params(m, seed))) return st;
     if ((st = fill_zero(m, m->g, m->total))) return st;
     clcnn_optimizer_options o;
@@ -270,27 +280,121 @@ static int pool2_after(const clcnn_model *m, int i) {
            p->stride == 2 && p->pad == 0;
 }
 
+/* What one batch of n samples needs on the device, in elements, before anything is allocated:
+ * per layer its output, gradient, pool argmax, kept im2col matrix and kept padded input, and the
+ * shared workspaces. Everything is checked against CLCNN_MAX_ELEMENTS first, so an oversized
+ * batch is refused with one message and no allocation. */
+typedef struct batch_sizes {
+    size_t *act, *argmax, *keep_col, *keep_pad; /* per layer (act: outputs, index i + 1) */
+    size_t col, rows, wflip, xpad;
+} batch_sizes;
+
+static void size_conv(const clcnn_model *m, int i, int n, batch_sizes *z) {
+    const clcnn_layer *L = &m->layers[i];
+    size_t per_col, per_rows, c, r;
+    clcnn_conv2d_shape g;
+    int has_g = clcnn_conv2d_grad_input_shape(&L->conv, &g);
+    size_t xp = clcnn_conv2d_direct_scratch(m->ctx, &L->conv, n);
+    size_t xg = has_g ? clcnn_conv2d_direct_scratch(m->ctx, &g, n) : 0;
+    if (has_g) {
+        size_t wf = (size_t)L->conv.OC * L->conv.C * L->conv.K * L->conv.K;
+        if (wf > z->wflip) z->wflip = wf;
+    }
+    if (xp > z->xpad) z->xpad = xp;
+    if (xg > z->xpad) z->xpad = xg;
+    z->keep_pad[i] = xp; /* the direct forward's padded input, kept for the weight gradient */
+    /* Direct forward, weight gradient and input gradient: no im2col scratch, only the weight
+     * gradient's rows and partial sums. */
+    size_t wr, wc;
+    clcnn_conv2d_wgrad_scratch(m->ctx, &L->conv, n, pool2_after(m, i), &wr, &wc);
+    if (wr > z->rows) z->rows = wr;
+    if (wc > z->col) z->col = wc;
+    if (xp && xg) return;
+    clcnn_conv2d_scratch(&L->conv, 1, &per_col, &per_rows);
+    size_t chunk = WORKSPACE_FLOATS / (per_col ? per_col : 1);
+    if (chunk < 1) chunk = 1;
+    if (chunk > (size_t)n) chunk = (size_t)n;
+    if ((size_t)n * per_col <= KEEP_FLOATS) {
+        z->keep_col[i] = (size_t)n * per_col;
+        chunk = (size_t)n; /* the whole batch at once: rows must hold it too */
+    }
+    clcnn_conv2d_scratch(&L->conv, (int)chunk, &c, &r);
+    if (c > z->col) z->col = c;
+    if (r > z->rows) z->rows = r;
+    if (has_g) {
+        clcnn_conv2d_scratch(&g, 1, &per_col, &per_rows);
+        chunk = WORKSPACE_FLOATS / (per_col ? per_col : 1);
+        if (chunk < 1) chunk = 1;
+        if (chunk > (size_t)n) chunk = (size_t)n;
+        clcnn_conv2d_scratch(&g, (int)chunk, &c, &r);
+        if (c > z->col) z->col = c;
+        if (r > z->rows) z->rows = r;
+    }
+}
+
+/* One element-count check; what names the buffer, as in "the output of layer 3". */
+static clcnn_status check_elements(clcnn_model *m, size_t elems, int n, const char *what) {
+    if (elems <= (size_t)CLCNN_MAX_ELEMENTS) return CLCNN_SUCCESS;
+    return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
+                      "%s needs %zu elements for a batch of %d, more than the %lld that clcnn's "
+                      "32-bit kernel indices reach; use a smaller batch",
+                      what, elems, n, (long long)CLCNN_MAX_ELEMENTS);
+}
+
+static clcnn_status size_batch(clcnn_model *m, int n, batch_sizes *z) {
+    clcnn_status st;
+    char what[96];
+    size_t in = (size_t)n * m->in_c * m->in_h * m->in_w;
+    if ((st = check_elements(m, in, n, "the input batch"))) return st;
+    for (int i = 0; i < m->n_layers; i++) {
+        const clcnn_layer *L = &m->layers[i];
+        const char *kind = clcnn_layer_kind_name(L->d.kind);
+        z->act[i + 1] = (size_t)n * L->out_c * L->out_h * L->out_w;
+        if (L->d.kind == CLCNN_LAYER_MAXPOOL2D) z->argmax[i] = z->act[i + 1];
+        if (L->d.kind == CLCNN_LAYER_CONV2D) size_conv(m, i, n, z);
+        snprintf(what, sizeof what, "the output of layer %d (%s)", i, kind);
+        if ((st = check_elements(m, z->act[i + 1], n, what))) return st;
+        snprintf(what, sizeof what, "the im2col matrix of layer %d (%s)", i, kind);
+        if ((st = check_elements(m, z->keep_col[i], n, what))) return st;
+        snprintf(what, sizeof what, "the padded input of layer %d (%s)", i, kind);
+        if ((st = check_elements(m, z->keep_pad[i], n, what))) return st;
+    }
+    if ((st = check_elements(m, z->col, n, "the im2col workspace"))) return st;
+    if ((st = check_elements(m, z->rows, n, "the GEMM workspace"))) return st;
+    if ((st = check_elements(m, z->xpad, n, "the padded-input workspace"))) return st;
+    return CLCNN_SUCCESS;
+}
+
 /* Sizes every per-batch buffer for n samples; a no-op when they are already large enough.
  * Flatten's output and gradient share its input's buffers (same bytes, same order). */
 clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
     clcnn_status st;
     char what[64];
-    size_t col = 0, rows = 0, wflip = 0, xpad = 0;
+    batch_sizes z = {0};
     if (n <= m->cap) return CLCNN_SUCCESS;
+    size_t nl = (size_t)m->n_layers + 1;
+    z.act = calloc(nl, sizeof *z.act), z.argmax = calloc(nl, sizeof *z.argmax);
+    z.keep_col = calloc(nl, sizeof *z.keep_col), z.keep_pad = calloc(nl, sizeof *z.keep_pad);
+    if (!z.act || !z.argmax || !z.keep_col || !z.keep_pad) {
+        st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+        goto done;
+    }
+    if ((st = size_batch(m, n, &z))) goto done;
     release_batch(m);
-    m->act = calloc((size_t)m->n_layers + 1, sizeof *m->act);
-    m->gact = calloc((size_t)m->n_layers + 1, sizeof *m->gact);
-    m->argmax = calloc((size_t)m->n_layers + 1, sizeof *m->argmax);
-    m->keep_col = calloc((size_t)m->n_layers + 1, sizeof *m->keep_col);
-    m->keep_pad = calloc((size_t)m->n_layers + 1, sizeof *m->keep_pad);
-    if (!m->act || !m->gact || !m->argmax || !m->keep_col || !m->keep_pad)
-        return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    m->act = calloc(nl, sizeof *m->act);
+    m->gact = calloc(nl, sizeof *m->gact);
+    m->argmax = calloc(nl, sizeof *m->argmax);
+    m->keep_col = calloc(nl, sizeof *m->keep_col);
+    m->keep_pad = calloc(nl, sizeof *m->keep_pad);
+    if (!m->act || !m->gact || !m->argmax || !m->keep_col || !m->keep_pad) {
+        st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+        goto fail;
+    }
     size_t in_floats = (size_t)n * m->in_c * m->in_h * m->in_w;
-    if ((st = alloc_buf(m, &m->act[0], in_floats * sizeof(float), "the input batch"))) goto fail;
+    if ((st = clcnn_model_alloc(m, &m->act[0], in_floats * sizeof(float), "the input batch")))
+        goto fail;
     for (int i = 0; i < m->n_layers; i++) {
-        clcnn_layer *L = &m->layers[i];
-        size_t floats = (size_t)n * L->out_c * L->out_h * L->out_w;
-        if (L->d.kind == CLCNN_LAYER_FLATTEN) {
+        if (m->layers[i].d.kind == CLCNN_LAYER_FLATTEN) {
             clRetainMemObject(m->act[i]);
             m->act[i + 1] = m->act[i];
             if (i > 0) {
@@ -299,80 +403,56 @@ clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
             }
         } else {
             snprintf(what, sizeof what, "the output of layer %d", i);
-            if ((st = alloc_buf(m, &m->act[i + 1], floats * sizeof(float), what))) goto fail;
+            if ((st = clcnn_model_alloc(m, &m->act[i + 1], z.act[i + 1] * sizeof(float), what)))
+                goto fail;
             snprintf(what, sizeof what, "the gradient of layer %d", i);
-            if ((st = alloc_buf(m, &m->gact[i + 1], floats * sizeof(float), what))) goto fail;
+            if ((st = clcnn_model_alloc(m, &m->gact[i + 1], z.act[i + 1] * sizeof(float), what)))
+                goto fail;
         }
-        if (L->d.kind == CLCNN_LAYER_MAXPOOL2D) {
-            snprintf(what, sizeof what, "the argmax of layer %d", i);
-            if ((st = alloc_buf(m, &m->argmax[i], floats * sizeof(int), what))) goto fail;
-        }
-        if (L->d.kind == CLCNN_LAYER_CONV2D) {
-            size_t per_col, per_rows, c, r;
-            clcnn_conv2d_shape g;
-            int has_g = clcnn_conv2d_grad_input_shape(&L->conv, &g);
-            size_t xp = clcnn_conv2d_direct_scratch(m->ctx, &L->conv, n);
-            size_t xg = has_g ? clcnn_conv2d_direct_scratch(m->ctx, &g, n) : 0;
-            if (has_g) {
-                size_t wf = (size_t)L->conv.OC * L->conv.C * L->conv.K * L->conv.K;
-                if (wf > wflip) wflip = wf;
-            }
-            if (xp > xpad) xpad = xp;
-            if (xg > xpad) xpad = xg;
-            if (xp) { /* the direct forward's padded input, kept for the weight gradient */
-                snprintf(what, sizeof what, "the padded input of layer %d", i);
-                if ((st = alloc_buf(m, &m->keep_pad[i], xp * sizeof(float), what))) goto fail;
-            }
-            /* Direct forward, weight gradient and input gradient: no im2col scratch, only the
-             * weight gradient's rows and partial sums. */
-            size_t wr, wc;
-            clcnn_conv2d_wgrad_scratch(m->ctx, &L->conv, n, pool2_after(m, i), &wr, &wc);
-            if (wr > rows) rows = wr;
-            if (wc > col) col = wc;
-            if (xp && xg) continue;
-            clcnn_conv2d_scratch(&L->conv, 1, &per_col, &per_rows);
-            size_t chunk = WORKSPACE_FLOATS / (per_col ? per_col : 1);
-            if (chunk < 1) chunk = 1;
-            if (chunk > (size_t)n) chunk = (size_t)n;
-            if ((size_t)n * per_col <= KEEP_FLOATS) {
-                snprintf(what, sizeof what, "the im2col matrix of layer %d", i);
-                st = alloc_buf(m, &m->keep_col[i], (size_t)n * per_col * sizeof(float), what);
-                if (st) goto fail;
-                chunk = (size_t)n; /* the whole batch at once: rows must hold it too */
-            }
-            clcnn_conv2d_scratch(&L->conv, (int)chunk, &c, &r);
-            if (c > col) col = c;
-            if (r > rows) rows = r;
-            if (has_g) {
-                clcnn_conv2d_scratch(&g, 1, &per_col, &per_rows);
-                chunk = WORKSPACE_FLOATS / (per_col ? per_col : 1);
-                if (chunk < 1) chunk = 1;
-                if (chunk > (size_t)n) chunk = (size_t)n;
-                clcnn_conv2d_scratch(&g, (int)chunk, &c, &r);
-                if (c > col) col = c;
-                if (r > rows) rows = r;
-            }
+        struct {
+            cl_mem *buf;
+            size_t elems, size;
+            const char *fmt;
+        } extra[] = {
+            {&m->argmax[i], z.argmax[i], sizeof(int), "the argmax of layer %d"},
+            {&m->keep_pad[i], z.keep_pad[i], sizeof(float), "the padded input of layer %d"},
+            {&m->keep_col[i], z.keep_col[i], sizeof(float), "the im2col matrix of layer %d"}};
+        for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++) {
+            if (!extra[k].elems) continue;
+            snprintf(what, sizeof what, extra[k].fmt, i);
+            if ((st = clcnn_model_alloc(m, extra[k].buf, extra[k].elems * extra[k].size, what)))
+                goto fail;
         }
     }
-    if ((st = alloc_buf(m, &m->ws.col, col * sizeof(float), "the im2col workspace"))) goto fail;
-    if ((st = alloc_buf(m, &m->ws.rows, rows * sizeof(float), "the GEMM workspace"))) goto fail;
-    m->ws.col_cap = col, m->ws.rows_cap = rows;
-    if (xpad) {
-        if ((st = alloc_buf(m, &m->ws.xpad, xpad * sizeof(float), "the padded input"))) goto fail;
-        m->ws.xpad_cap = xpad;
-    }
-    if (wflip) {
-        if ((st = alloc_buf(m, &m->ws.wflip, wflip * sizeof(float), "flipped weights"))) goto fail;
-        m->ws.wflip_cap = wflip;
-    }
-    if ((st = alloc_buf(m, &m->labels, (size_t)n, "the labels"))) goto fail;
-    if ((st = alloc_buf(m, &m->loss_vec, (size_t)n * sizeof(float), "per-sample losses")))
+    if ((st = clcnn_model_alloc(m, &m->ws.col, z.col * sizeof(float), "the im2col workspace")))
         goto fail;
-    if ((st = alloc_buf(m, &m->correct_vec, (size_t)n * sizeof(int), "per-sample hits"))) goto fail;
+    if ((st = clcnn_model_alloc(m, &m->ws.rows, z.rows * sizeof(float), "the GEMM workspace")))
+        goto fail;
+    m->ws.col_cap = z.col, m->ws.rows_cap = z.rows;
+    if (z.xpad) {
+        if ((st = clcnn_model_alloc(m, &m->ws.xpad, z.xpad * sizeof(float), "the padded input")))
+            goto fail;
+        m->ws.xpad_cap = z.xpad;
+    }
+    if (z.wflip) {
+        st = clcnn_model_alloc(m, &m->ws.wflip, z.wflip * sizeof(float), "flipped weights");
+        if (st) goto fail;
+        m->ws.wflip_cap = z.wflip;
+    }
+    if ((st = clcnn_model_alloc(m, &m->labels, (size_t)n, "the labels"))) goto fail;
+    if ((st = clcnn_model_alloc(m, &m->loss_vec, (size_t)n * sizeof(float), "per-sample losses")))
+        goto fail;
+    if ((st = clcnn_model_alloc(m, &m->correct_vec, (size_t)n * sizeof(int), "per-sample hits")))
+        goto fail;
     m->cap = n;
-    return CLCNN_SUCCESS;
+    goto done;
 fail:
     release_batch(m);
+done:
+    free(z.act);
+    free(z.argmax);
+    free(z.keep_col);
+    free(z.keep_pad);
     return st;
 }
 
@@ -646,51 +726,64 @@ void clcnn_optimizer_defaults(clcnn_optimizer_options *o, clcnn_optimizer_kind k
     o->weight_decay = kind == CLCNN_OPTIMIZER_ADAMW ? 1e-2 : 0.0;
 }
 
+clcnn_status clcnn_optimizer_check(const clcnn_optimizer_options *o, clcnn_error *e) {
+    if (o->kind != CLCNN_OPTIMIZER_SGD && o->kind != CLCNN_OPTIMIZER_ADAM &&
+        o->kind != CLCNN_OPTIMIZER_ADAMW)
+        return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "unknown optimizer %d", (int)o->kind);
+    if (!(o->lr > 0.0) || !isfinite(o->lr))
+        return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "learning rate %g must be > 0", o->lr);
+    if (!(o->weight_decay >= 0.0) || !isfinite(o->weight_decay))
+        return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "weight decay %g must be >= 0",
+                          o->weight_decay);
+    if (o->kind == CLCNN_OPTIMIZER_SGD) {
+        if (!(o->momentum >= 0.0) || !isfinite(o->momentum))
+            return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "momentum %g must be >= 0",
+                              o->momentum);
+        if (!(o->dampening >= 0.0 && o->dampening <= 1.0))
+            return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "dampening %g must be in [0, 1]",
+                              o->dampening);
+        if (o->nesterov && (o->momentum <= 0.0 || o->dampening != 0.0))
+            return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT,
+                              "Nesterov momentum requires a momentum and zero dampening");
+    } else {
+        if (!(o->beta1 >= 0.0 && o->beta1 < 1.0) || !(o->beta2 >= 0.0 && o->beta2 < 1.0))
+            return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "betas (%g, %g) must be in [0, 1)",
+                              o->beta1, o->beta2);
+        if (!(o->eps >= 0.0) || !isfinite(o->eps))
+            return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "eps %g must be >= 0", o->eps);
+    }
+    return CLCNN_SUCCESS;
+}
+
+int clcnn_optimizer_states(const clcnn_optimizer_options *o) {
+    return o->kind == CLCNN_OPTIMIZER_SGD ? (o->momentum != 0.0) : 2;
+}
+
 clcnn_status clcnn_model_set_optimizer(clcnn_model *m, const clcnn_optimizer_options *o) {
     clcnn_status st;
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!o) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL optimizer options");
-    if (o->kind != CLCNN_OPTIMIZER_SGD && o->kind != CLCNN_OPTIMIZER_ADAM &&
-        o->kind != CLCNN_OPTIMIZER_ADAMW)
-        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "unknown optimizer %d",
-                          (int)o->kind);
-    if (!(o->lr > 0.0) || !isfinite(o->lr))
-        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "learning rate %g must be > 0",
-                          o->lr);
-    if (!(o->weight_decay >= 0.0) || !isfinite(o->weight_decay))
-        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "weight decay %g must be >= 0",
-                          o->weight_decay);
-    if (o->kind == CLCNN_OPTIMIZER_SGD) {
-        if (!(o->momentum >= 0.0) || !isfinite(o->momentum))
-            return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "momentum %g must be >= 0",
-                              o->momentum);
-        if (!(o->dampening >= 0.0 && o->dampening <= 1.0))
-            return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "dampening %g must be in [0, 1]",
-                              o->dampening);
-        if (o->nesterov && (o->momentum <= 0.0 || o->dampening != 0.0))
-            return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
-                              "Nesterov momentum requires a momentum and zero dampening");
-    } else {
-        if (!(o->beta1 >= 0.0 && o->beta1 < 1.0) || !(o->beta2 >= 0.0 && o->beta2 < 1.0))
-            return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
-                              "betas (%g, %g) must be in [0, 1)", o->beta1, o->beta2);
-        if (!(o->eps >= 0.0) || !isfinite(o->eps))
-            return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "eps %g must be >= 0", o->eps);
-    }
+    if ((st = clcnn_optimizer_check(o, &m->err))) return st;
     release(&m->s1);
     release(&m->s2);
     m->opt = *o;
     m->step = 0;
-    int states = o->kind == CLCNN_OPTIMIZER_SGD ? (o->momentum != 0.0) : 2;
+    int states = clcnn_optimizer_states(o);
     size_t bytes = m->total * sizeof(float);
     if (states >= 1) {
-        if ((st = alloc_buf(m, &m->s1, bytes, "optimizer state"))) return st;
+        if ((st = clcnn_model_alloc(m, &m->s1, bytes, "optimizer state"))) return st;
         if ((st = fill_zero(m, m->s1, m->total))) return st;
     }
     if (states >= 2) {
-        if ((st = alloc_buf(m, &m->s2, bytes, "optimizer state"))) return st;
+        if ((st = clcnn_model_alloc(m, &m->s2, bytes, "optimizer state"))) return st;
         if ((st = fill_zero(m, m->s2, m->total))) return st;
     }
+    return CLCNN_SUCCESS;
+}
+
+clcnn_status clcnn_model_get_optimizer(const clcnn_model *m, clcnn_optimizer_options *o) {
+    if (!m || !o) return CLCNN_ERR_INVALID_ARGUMENT;
+    *o = m->opt;
     return CLCNN_SUCCESS;
 }
 

@@ -50,6 +50,13 @@ struct clcnn_model {
 };
 
 clcnn_status clcnn_model_reserve(clcnn_model *m, int n);
+/* Allocates a device buffer of `bytes` (4 when 0); a failure names `what`, the size and the
+ * device's limits in m->err. */
+clcnn_status clcnn_model_alloc(clcnn_model *m, cl_mem *out, size_t bytes, const char *what);
+/* Whether o holds valid optimizer settings; the message names the first bad one. */
+clcnn_status clcnn_optimizer_check(const clcnn_optimizer_options *o, clcnn_error *e);
+/* Optimizer state tensors per parameter: 0 (plain SGD), 1 (momentum) or 2 (Adam moments). */
+int clcnn_optimizer_states(const clcnn_optimizer_options *o);
 /* The steps of a batch, for callers that stage act[0] and labels themselves. */
 clcnn_status clcnn_model_forward(clcnn_model *m, int n);
 /* sum: accumulate the sum of per-sample losses instead of the batch mean (evaluation). */

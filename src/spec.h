@@ -13,7 +13,7 @@
 #define CLCNN_SPEC_MAX_LAYERS 256 /* layers after expanding repetitions */
 #define CLCNN_SPEC_MAX_REPEAT 64  /* N in N*( ... ) */
 #define CLCNN_SPEC_MAX_DEPTH 8    /* nested repetition groups */
-#define CLCNN_SPEC_MAX_LEN 65536  /* bytes of spec text; keeps every column an int */
+/* CLCNN_SPEC_MAX_LEN (clcnn.h): bytes of spec text; keeps every column an int */
 
 typedef enum clcnn_layer_kind {
     CLCNN_LAYER_CONV2D,

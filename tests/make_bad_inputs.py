@@ -116,6 +116,19 @@ def checkpoints(out, ck1, ck2):
     edit("meta_bad_input", lambda h: h["__metadata__"].update(input="huge"))
     edit("meta_other_input", lambda h: h["__metadata__"].update(input="1x28x28"))
     edit("meta_bad_spec", lambda h: h["__metadata__"].update(spec="conv(4,3) bogus"))
+    # Well-formed edits of what a resume trusts: each must be caught by the file's checksum.
+    for key in ("epoch", "step", "seed", "batch_in_epoch", "batch_size"):
+        edit(f"meta_{key}_edit", lambda h, key=key: h["__metadata__"].update(
+            {key: str(int(h["__metadata__"][key]) + 1)}))
+
+    # A name from the file reaching a message must not reach the terminal raw: an escape
+    # sequence (clear screen, red) and a newline in an unexpected tensor's name.
+    def evil_name(h):
+        b, e = h[last]["data_offsets"]
+        h["0.bias\x1b[2J\x1b[31m\nEVIL"] = {"dtype": "F32", "shape": [1],
+                                             "data_offsets": [e, e + 4]}
+        return data + b"\0\0\0\0"
+    edit("evil_name", evil_name)
 
     def plain(h):  # what PyTorch's save_file writes: no clcnn metadata at all
         h.pop("__metadata__")
@@ -132,6 +145,17 @@ def checkpoints(out, ck1, ck2):
     s["__metadata__"]["optimizer"] = "rmsprop"
     put("state_bad_optimizer", w1, state=st_join(s, sd))
     put("state_torn", w1, state=s1[:len(s1) // 2])
+    # The state file's contents, edited consistently (still valid safetensors, same weights
+    # hash): one momentum bit, the learning rate, the step count.
+    b = bytearray(sd)
+    b[len(b) // 3] ^= 0x40
+    put("state_bitflip", w1, state=st_join(sh, bytes(b)))
+    s = json.loads(json.dumps(sh))
+    s["__metadata__"]["lr"] = "0.5"
+    put("state_lr_edit", w1, state=st_join(s, sd))
+    s = json.loads(json.dumps(sh))
+    s["__metadata__"]["optimizer_step"] = str(int(s["__metadata__"]["optimizer_step"]) + 1)
+    put("state_step_edit", w1, state=st_join(s, sd))
     os.makedirs(os.path.join(d, "directory.safetensors"), exist_ok=True)
 
 

@@ -39,8 +39,12 @@ run_case() {
         check "$name" 1 "exit status $rc (want 1..127): $out"
     elif [ -z "$out" ] || [ "$lines" -ne 1 ]; then
         check "$name" 1 "$lines lines on stderr (want 1): $out"
+    elif [ -z "$expect" ]; then
+        check "$name" 1 "the table gives no expected text (it would match anything)"
     elif ! printf '%s' "$out" | grep -qF -- "$expect"; then
         check "$name" 1 "message lacks '$expect': $out"
+    elif printf '%s' "$out" | grep -q $'\x1b'; then
+        check "$name" 1 "the message holds a raw escape character: $(printf '%s' "$out" | od -c | head -3)"
     elif [ "$before" != "$after" ]; then
         check "$name" 1 "files changed: $(cd "$work" && ls -lR sent run | head -20)"
     else
@@ -211,7 +215,7 @@ idx_shapes_differ|train images are 1x8x8, test images 1x9x8
 idx_gzip_corrupt|train-images-idx3-ubyte.gz: corrupt gzip stream
 EOF
 run_case "data missing" - "cannot open dataset directory" "${base[@]}" --data "$work/nope"
-run_case "data wrong format" - "" "${base[@]}" --dataset mnist
+run_case "data wrong format" - "no train-images-idx3-ubyte" "${base[@]}" --dataset mnist
 run_case "normalize arity" - "--normalize: '1,2,3'" "${base[@]}" --normalize 1,2,3
 run_case "normalize std 0" - "--normalize: '0.5,0'" "${base[@]}" --normalize 0.5,0
 
@@ -226,7 +230,7 @@ done <<'EOF'
 empty|shorter than the 8-byte header length|shorter than the 8-byte header length
 short|file is 5 bytes|file is 5 bytes
 torn|is beyond the|is beyond the
-hdrlen_beyond|header length 41984 exceeds the 41976 bytes|header length 41984 exceeds
+hdrlen_beyond|header length 42032 exceeds the 42024 bytes|header length 42032 exceeds
 hdrlen_huge|header length 18446744073709551615 exceeds|header length 18446744073709551615
 json_malformed|malformed JSON header at file offset|malformed JSON header
 json_truncated|malformed JSON header|malformed JSON header
@@ -253,13 +257,73 @@ state_is_weights|unknown optimizer|
 state_missing_tensor|missing optimizer tensor 's1.3.bias'|
 state_bad_optimizer|unknown optimizer 'rmsprop'|
 state_torn|state_torn.state.safetensors: tensor|
-directory|Is a directory|Is a directory
+state_bitflip|state_bitflip.state.safetensors: the file does not match its recorded checksum|
+state_lr_edit|state_lr_edit.state.safetensors: the file does not match its recorded checksum|
+state_step_edit|state_step_edit.state.safetensors: the file does not match its recorded checksum|
+meta_epoch_edit|meta_epoch_edit.safetensors: the file does not match its recorded checksum|meta_epoch_edit.safetensors: the file does not match its recorded checksum
+meta_step_edit|meta_step_edit.safetensors: the file does not match its recorded checksum|meta_step_edit.safetensors: the file does not match
+meta_seed_edit|meta_seed_edit.safetensors: the file does not match its recorded checksum|meta_seed_edit.safetensors: the file does not match
+meta_batch_in_epoch_edit|meta_batch_in_epoch_edit.safetensors: the file does not match its recorded checksum|the file does not match
+meta_batch_size_edit|meta_batch_size_edit.safetensors: the file does not match its recorded checksum|the file does not match
+evil_name|unexpected tensor '0.bias?[2J?[31m?EVIL'|unexpected tensor '0.bias?[2J?[31m?EVIL'
+directory|not a regular file (a directory)|not a regular file (a directory)
 nonexistent|nonexistent.safetensors: cannot open|nonexistent.safetensors: No such file
 EOF
 run_case "eval-only bitflip" - "recorded checksum" "${base[@]}" --eval-only --resume "$ck/bitflip.safetensors"
 run_case "eval-only init torn" - "is beyond the" "${base[@]}" --eval-only --init "$ck/torn.safetensors"
 run_case "init other model" - "has shape" "${base[@]}" --model 'conv(6,3,pad=1) maxpool(2) flatten linear(10)' \
     --init "$work/sent/epoch_1.safetensors"
+# Files that never end or never answer, and one too large for this model, are refused before
+# anything is read (a sparse file: no disk is used).
+mkfifo "$work/fifo.safetensors"
+truncate -s 5G "$work/huge.safetensors"
+run_case "init /dev/zero" - "/dev/zero: not a regular file (a character device)" "${base[@]}" \
+    --init /dev/zero
+run_case "resume /dev/zero" - "/dev/zero: not a regular file (a character device)" "${base[@]}" \
+    --resume /dev/zero
+run_case "init fifo" - "fifo.safetensors: not a regular file (a pipe)" "${base[@]}" \
+    --init "$work/fifo.safetensors"
+run_case "init 5 GB" - "huge.safetensors: 5368709120 bytes, more than the 1" "${base[@]}" \
+    --init "$work/huge.safetensors"
+
+# ---- resuming with options that contradict the checkpoint ---------------------------------------
+# A resumed run keeps the checkpoint's optimizer settings (the good run: SGD, lr 0.01, momentum
+# 0.9, batch 16); an option that says otherwise is refused, naming both values.
+gk=$work/good/epoch_1.safetensors
+run_case "resume --lr" - "--resume: --lr 0.5 conflicts with the checkpoint's 0.01" "${base[@]}" \
+    --resume "$gk" --lr 0.5
+run_case "resume --optimizer" - "--optimizer adam conflicts with the checkpoint's sgd" \
+    "${base[@]}" --resume "$gk" --optimizer adam
+run_case "resume --momentum" - "--momentum 0.5 conflicts with the checkpoint's 0.9" "${base[@]}" \
+    --resume "$gk" --momentum 0.5
+run_case "resume --weight-decay" - "--weight-decay 0.001 conflicts with the checkpoint's 0" \
+    "${base[@]}" --resume "$gk" --weight-decay 0.001
+# Stopped after 3 of 6 batches: the rest of that epoch is counted in batches of 16.
+"$bin" "${good[@]}" --epochs 2 --momentum 0.9 --max-steps 3 --save-dir "$work/mid" \
+    >"$work/mid.out" 2>&1
+check "mid-epoch run" $? "$(cat "$work/mid.out")"
+run_case "resume mid-epoch --batch-size" - "--batch-size 8 conflicts with the checkpoint's 16" \
+    "${base[@]}" --resume "$work/mid/epoch_1.safetensors" --batch-size 8
+# Accepted: the same values, or none; the log then shows the checkpoint's settings.
+out=$("$bin" --data "$data" --epochs 1 --no-tensorboard --save-dir "$work/mid" --resume "$gk" \
+    --lr 0.01 2>&1)
+check "resume same --lr" $? "$out"
+printf '%s\n' "$out" | grep -q "^optimizer: SGD lr 0.01 momentum 0.9, batch 16,"
+check "resume shows the checkpoint's settings" $? "$out"
+cases=$((cases + 2))
+
+# ---- a test loss that is not finite: valid JSON (null), an error, nothing saved ------------------
+# The train loss is never read (--log-every past the run), so only the evaluation sees the NaN.
+run_case "test loss NaN" - "the test loss is" "${base[@]}" --lr 1e30 --log-every 1000 \
+    --max-steps 2 --no-tensorboard --metrics "$work/nan.jsonl"
+python3 - "$work/nan.jsonl" >"$work/nan.check" 2>&1 <<'EOF'
+import json, sys
+def bad(x):
+    raise ValueError("not JSON: " + x)
+recs = [json.loads(line, parse_constant=bad) for line in open(sys.argv[1])]
+assert recs and recs[-1]["type"] == "eval" and recs[-1]["test_loss"] is None, recs
+EOF
+check "test loss NaN: JSON Lines stay valid" $? "$(cat "$work/nan.check" "$work/nan.jsonl")"
 
 # ---- outputs that cannot be written -------------------------------------------------------------
 run_case "save-dir under a file" - "--save-dir $work/afile/sub is not writable" "${base[@]}" \

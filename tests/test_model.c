@@ -3,6 +3,7 @@
  * repeatability from --seed, shape and argument errors, and a short training run on a
  * learnable synthetic data set that must drive the loss well below its start. */
 #include "rng.h"
+#include "safetensors.h"
 #include "testutil.h"
 
 static clcnn_context *ctx;
@@ -91,6 +92,179 @@ static void check_errors(void) {
     CHECK(strcmp(clcnn_model_errmsg(NULL), "NULL model") == 0);
 }
 
+/* Buffers past 32-bit indexing are refused before anything is allocated: a batch whose
+ * activation would hold 512 x 28 x 28 x 8192 = 3288334336 floats (13 GB, which a large GPU
+ * could allocate), and an input whose per-sample size does not fit an int at all. */
+static void check_limits(void) {
+    clcnn_model *m = NULL;
+    enum { N = 8192 };
+    CHECK(clcnn_model_create(&m, ctx, "conv(512,3,pad=1) relu flatten linear(10)", 1, 28, 28, 1) ==
+          CLCNN_SUCCESS);
+    float *x = calloc((size_t)N * 28 * 28, sizeof *x);
+    uint8_t *y = calloc(N, 1);
+    CHECK(x && y);
+    if (x && y) {
+        CHECK(clcnn_model_train_batch(m, x, y, N) == CLCNN_ERR_SHAPE);
+        CHECK_MSG(strstr(clcnn_model_errmsg(m), "the output of layer 0 (Conv2d) needs 3288334336 "
+                                                "elements for a batch of 8192") != NULL,
+                  "%s", clcnn_model_errmsg(m));
+        /* Refused, not broken: a batch that fits still trains. */
+        CHECK(clcnn_model_train_batch(m, x, y, 2) == CLCNN_SUCCESS);
+    }
+    free(x);
+    free(y);
+    clcnn_model_free(m);
+    m = NULL;
+    /* 1 x 65536 x 65536 is 2^32 elements per sample: flatten used to wrap it to 0 features. */
+    CHECK(clcnn_model_create(&m, ctx, "flatten linear(10)", 1, 65536, 65536, 1) == CLCNN_ERR_SHAPE);
+    CHECK_MSG(strstr(clcnn_model_errmsg(m), "4294967296 elements per sample") != NULL, "%s",
+              clcnn_model_errmsg(m));
+    clcnn_model_free(m);
+}
+
+/* A valid spec whose canonical text is longer than 4096 bytes keeps all of it: in the model,
+ * in its checkpoint, and in the comparison that decides whether a checkpoint fits a model. */
+static void check_long_spec(void) {
+    const char *spec = "2*(42*(conv(4,3,pad=1) relu maxpool(1))) flatten linear(10)";
+    const char *other = "2*(42*(conv(4,3,pad=1) relu maxpool(1))) flatten linear(10,bias=0)";
+    clcnn_model *m = NULL, *b = NULL;
+    char path[256], peek[8192], err[1100];
+    int c = 0, h = 0, w = 0;
+    CHECK(clcnn_model_create(&m, ctx, spec, 1, 6, 6, 1) == CLCNN_SUCCESS);
+    const char *canon = clcnn_model_spec(m);
+    size_t len = strlen(canon);
+    CHECK_MSG(len > 4096, "canonical spec is only %zu bytes", len);
+    CHECK_MSG(len >= 10 && strcmp(canon + len - 10, "linear(10)") == 0, "spec ends '%s'",
+              len > 20 ? canon + len - 20 : canon);
+    snprintf(path, sizeof path, "%s/test_model_long_spec.safetensors", CLCNN_BINARY_DIR);
+    clcnn_checkpoint_info info = {1, 3, 0, 1}, back;
+    CHECK(clcnn_model_save_checkpoint(m, path, &info) == CLCNN_SUCCESS);
+    CHECK(clcnn_checkpoint_peek(path, peek, sizeof peek, &c, &h, &w, err, sizeof err) ==
+          CLCNN_SUCCESS);
+    CHECK_MSG(strcmp(peek, canon) == 0, "peeked spec differs (%zu bytes)", strlen(peek));
+    /* A buffer too small for the spec is an error, never a silently cut spec. */
+    CHECK(clcnn_checkpoint_peek(path, peek, 4096, NULL, NULL, NULL, err, sizeof err) ==
+          CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "bytes") != NULL, "%s", err);
+    CHECK(clcnn_model_load_checkpoint(m, path, &back) == CLCNN_SUCCESS);
+    CHECK(back.epoch == 1 && back.step == 3);
+    /* Differs only past byte 4095: the checkpoint does not fit. */
+    CHECK(clcnn_model_create(&b, ctx, other, 1, 6, 6, 1) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_load_checkpoint(b, path, &back) == CLCNN_ERR_FORMAT);
+    CHECK_MSG(strstr(clcnn_model_errmsg(b), "holds the model") != NULL, "%s",
+              clcnn_model_errmsg(b));
+    clcnn_model_free(b);
+    clcnn_model_free(m);
+    remove(path);
+    char spath[300];
+    snprintf(spath, sizeof spath, "%s/test_model_long_spec.state.safetensors", CLCNN_BINARY_DIR);
+    remove(spath);
+}
+
+/* A model trained with Adam for two steps on fixed data; twins made this way are identical. */
+static clcnn_model *adam_twin(const float *x, const uint8_t *y) {
+    clcnn_model *m = NULL;
+    clcnn_optimizer_options o;
+    CHECK(clcnn_model_create(&m, ctx, "conv(4,3,pad=1) flatten linear(3)", 1, 6, 6, 9) ==
+          CLCNN_SUCCESS);
+    clcnn_optimizer_defaults(&o, CLCNN_OPTIMIZER_ADAM);
+    CHECK(clcnn_model_set_optimizer(m, &o) == CLCNN_SUCCESS);
+    for (int s = 0; s < 2; s++)
+        CHECK(clcnn_model_train_batch(m, x, y, 4) == CLCNN_SUCCESS);
+    return m;
+}
+
+/* A checkpoint that fails to load, however late the failure, leaves the model as it was: its
+ * weights, optimizer kind, settings, state and step count. The damaged state file below keeps
+ * everything a loader checks first (format, the weights' hash, the optimizer's settings) and
+ * lacks one momentum tensor, which is found only after the optimizer has been read. */
+static void check_failed_load(void) {
+    float x[4 * 36];
+    uint8_t y[4] = {0, 1, 2, 1};
+    char path[256], spath[256], bad[256], bads[256];
+    for (int i = 0; i < 4 * 36; i++)
+        x[i] = (float)((i * 37) % 101) / 101.0f;
+    clcnn_model *src = NULL;
+    clcnn_optimizer_options o;
+    CHECK(clcnn_model_create(&src, ctx, "conv(4,3,pad=1) flatten linear(3)", 1, 6, 6, 3) ==
+          CLCNN_SUCCESS);
+    clcnn_optimizer_defaults(&o, CLCNN_OPTIMIZER_SGD);
+    o.momentum = 0.9;
+    CHECK(clcnn_model_set_optimizer(src, &o) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_train_batch(src, x, y, 4) == CLCNN_SUCCESS);
+    snprintf(path, sizeof path, "%s/test_model_failed.safetensors", CLCNN_BINARY_DIR);
+    snprintf(spath, sizeof spath, "%s/test_model_failed.state.safetensors", CLCNN_BINARY_DIR);
+    snprintf(bad, sizeof bad, "%s/test_model_bad.safetensors", CLCNN_BINARY_DIR);
+    snprintf(bads, sizeof bads, "%s/test_model_bad.state.safetensors", CLCNN_BINARY_DIR);
+    clcnn_checkpoint_info info = {1, 1, 0, 3};
+    CHECK(clcnn_model_save_checkpoint(src, path, &info) == CLCNN_SUCCESS);
+    clcnn_model_free(src);
+
+    /* The same pair, its state file rewritten without its last tensor. */
+    clcnn_st_file w = {0}, st = {0};
+    clcnn_error e = {{0}};
+    CHECK(clcnn_st_read(&w, path, &e) == CLCNN_SUCCESS);
+    CHECK(clcnn_st_read(&st, spath, &e) == CLCNN_SUCCESS);
+    clcnn_st_entry ents[16];
+    const char *meta[64];
+    int n = 0;
+    for (int i = 0; i + 1 < st.ntensors && n < 16; i++, n++) {
+        const clcnn_st_tensor *t = &st.tensors[i];
+        ents[n] = (clcnn_st_entry){t->name, t->dtype, t->ndim, {0}, clcnn_st_data(&st, t)};
+        memcpy(ents[n].shape, t->shape, sizeof t->shape);
+    }
+    for (int i = 0; i < st.nmeta && i < 32; i++)
+        meta[2 * i] = st.meta_keys[i], meta[2 * i + 1] = st.meta_values[i];
+    CHECK(clcnn_st_write(bads, ents, n, meta, st.nmeta, &e) == CLCNN_SUCCESS);
+    n = 0;
+    for (int i = 0; i < w.ntensors && n < 16; i++, n++) {
+        const clcnn_st_tensor *t = &w.tensors[i];
+        ents[n] = (clcnn_st_entry){t->name, t->dtype, t->ndim, {0}, clcnn_st_data(&w, t)};
+        memcpy(ents[n].shape, t->shape, sizeof t->shape);
+    }
+    for (int i = 0; i < w.nmeta && i < 32; i++)
+        meta[2 * i] = w.meta_keys[i], meta[2 * i + 1] = w.meta_values[i];
+    CHECK(clcnn_st_write(bad, ents, n, meta, w.nmeta, &e) == CLCNN_SUCCESS);
+    clcnn_st_free(&w);
+    clcnn_st_free(&st);
+
+    clcnn_model *m = adam_twin(x, y), *twin = adam_twin(x, y);
+    clcnn_checkpoint_info back;
+    CHECK(clcnn_model_load_checkpoint(m, bad, &back) == CLCNN_ERR_FORMAT);
+    CHECK_MSG(strstr(clcnn_model_errmsg(m), "test_model_bad.state.safetensors") != NULL, "%s",
+              clcnn_model_errmsg(m));
+    CHECK(clcnn_model_step_count(m) == 2);
+    CHECK(clcnn_model_get_optimizer(m, &o) == CLCNN_SUCCESS && o.kind == CLCNN_OPTIMIZER_ADAM &&
+          o.lr == 1e-3);
+    /* One more step on each: same loss and the same weights, bit for bit, so the Adam moments
+     * and the step count (its bias correction) are untouched too. */
+    float la = 0, lb = 0;
+    CHECK(clcnn_model_train_batch(m, x, y, 4) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_train_batch(twin, x, y, 4) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_last_loss(m, &la, NULL) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_last_loss(twin, &lb, NULL) == CLCNN_SUCCESS);
+    CHECK_MSG(la == lb, "loss after a failed load %.9g, untouched twin %.9g", la, lb);
+    for (int i = 0; i < clcnn_model_param_count(m); i++) {
+        size_t numel = 0;
+        clcnn_model_param_info(m, i, NULL, NULL, NULL, &numel);
+        float *a = malloc(numel * sizeof *a), *b = malloc(numel * sizeof *b);
+        CHECK(clcnn_model_get_param(m, i, a) == CLCNN_SUCCESS);
+        CHECK(clcnn_model_get_param(twin, i, b) == CLCNN_SUCCESS);
+        CHECK_MSG(memcmp(a, b, numel * sizeof *a) == 0, "parameter %d differs from the twin's", i);
+        free(a);
+        free(b);
+    }
+    /* And the good pair still loads into it. */
+    CHECK(clcnn_model_load_checkpoint(m, path, &back) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_step_count(m) == 1 && back.epoch == 1);
+    clcnn_model_free(m);
+    clcnn_model_free(twin);
+    remove(path);
+    remove(spath);
+    remove(bad);
+    remove(bads);
+}
+
 /* A learnable task: class k images are noise plus a bright k-th horizontal band. */
 static void make_data(float *x, uint8_t *y, int n, clcnn_rng *r) {
     for (int i = 0; i < n; i++) {
@@ -165,6 +339,9 @@ int main(void) {
     ctx = test_context(&devs);
     check_names();
     check_errors();
+    check_limits();
+    check_long_spec();
+    check_failed_load();
     check_training();
     clcnn_context_free(ctx);
     clcnn_devices_free(devs);

@@ -22,7 +22,8 @@ typedef struct cli_options {
     int list_devices, version, help;
     const char *data, *dataset, *model, *logdir, *save_dir, *metrics, *init, *resume;
     const char *normalize;
-    int model_given, seed_given, lr_given;
+    int model_given, seed_given, lr_given, optimizer_given, momentum_given, wd_given;
+    int betas_given, eps_given, batch_given;
     long epochs, batch_size, log_every, max_steps;
     double lr, momentum, weight_decay, beta1, beta2, eps;
     int nesterov, no_shuffle, eval_only, no_tensorboard;
@@ -69,7 +70,8 @@ static const char usage_text[] =
     "\n"
     "Training:\n"
     "  --epochs N            epochs to train (default: 10)\n"
-    "  --batch-size N        samples per step (default: 64); the last partial batch is used\n"
+    "  --batch-size N        samples per step (default: 64, or a resumed checkpoint's); the\n"
+    "                        last partial batch is used\n"
     "  --max-steps N         stop after N steps in total, then evaluate and save as at an\n"
     "                        epoch's end\n"
     "  --log-every N         log the step's loss, elapsed time and images/s every N steps\n"
@@ -78,7 +80,10 @@ static const char usage_text[] =
     "                        safetensors.torch.save_file(model.state_dict(), FILE)); a common\n"
     "                        key prefix such as 'model1.' is accepted\n"
     "  --resume FILE         continue a run from a checkpoint (FILE and FILE's .state sibling):\n"
-    "                        weights, optimizer state, step and epoch\n"
+    "                        weights, optimizer state and settings, step, epoch, seed and\n"
+    "                        batch size. An optimizer option that differs from the\n"
+    "                        checkpoint's is refused, and so is another --batch-size when\n"
+    "                        the checkpoint stopped mid-epoch (--max-steps)\n"
     "  --eval-only           evaluate the test set with --init or --resume weights and exit\n"
     "\n"
     "Output:\n"
@@ -101,16 +106,17 @@ static const char usage_text[] =
     "                         fastest in the cache folder (default: fixed rules, repeatable)\n"
     "  CLCNN_KERNEL_DIR       read kernel sources from DIR/<name>.cl instead of the embedded ones\n"
     "  CLCNN_CACHE_DIR        program-binary cache folder (default $XDG_CACHE_HOME/clcnn or\n"
-    "                         ~/.cache/clcnn); CLCNN_CACHE=0 turns the cache off\n";
+    "                         ~/.cache/clcnn; created 0700, used only when it and each entry\n"
+    "                         belong to the user); CLCNN_CACHE=0 turns the cache off\n";
 
-/* One line on stderr, exit status 2. The messages quote what the user typed, so control
- * characters in an argument are shown as \xNN rather than breaking the line. */
-static void die(const char *fmt, ...) {
+/* One error line on stderr: "clcnn_train: " and the message. Messages quote what the user
+ * typed and what files hold, so control characters are shown as \xNN rather than breaking the
+ * line or reaching the terminal. `lead` is printed first, as it is (the newline that ends a
+ * progress bar). */
+static void vsay(const char *lead, const char *fmt, va_list ap) {
     char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+    fputs(lead, stderr);
     fputs("clcnn_train: ", stderr);
     for (const unsigned char *p = (const unsigned char *)msg; *p; p++)
         if (*p < 0x20 || *p == 0x7f)
@@ -118,6 +124,38 @@ static void die(const char *fmt, ...) {
         else
             fputc(*p, stderr);
     fputc('\n', stderr);
+}
+
+#if defined(__GNUC__)
+#define CLI_PRINTF(i, j) __attribute__((format(printf, i, j)))
+#else
+#define CLI_PRINTF(i, j)
+#endif
+
+static void say(const char *fmt, ...) CLI_PRINTF(1, 2);
+static void say(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsay("", fmt, ap);
+    va_end(ap);
+}
+
+/* say() after a progress bar's line (lead "\n" on a terminal). */
+static void say_after(const char *lead, const char *fmt, ...) CLI_PRINTF(2, 3);
+static void say_after(const char *lead, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(lead, fmt, ap);
+    va_end(ap);
+}
+
+/* say(), then exit status 2: for bad command lines. */
+static void die(const char *fmt, ...) CLI_PRINTF(1, 2);
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsay("", fmt, ap);
+    va_end(ap);
     exit(2);
 }
 
@@ -207,7 +245,7 @@ static void parse_args(int argc, char **argv, cli_options *o) {
             else if (!strcmp(a, "--epochs"))
                 o->epochs = parse_long(a, v, 1, 1000000);
             else if (!strcmp(a, "--batch-size"))
-                o->batch_size = parse_long(a, v, 1, 1 << 20);
+                o->batch_size = parse_long(a, v, 1, 1 << 20), o->batch_given = 1;
             else if (!strcmp(a, "--log-every"))
                 o->log_every = parse_long(a, v, 1, LONG_MAX);
             else if (!strcmp(a, "--max-steps"))
@@ -215,12 +253,13 @@ static void parse_args(int argc, char **argv, cli_options *o) {
             else if (!strcmp(a, "--lr"))
                 o->lr = parse_double(a, v, 1), o->lr_given = 1;
             else if (!strcmp(a, "--momentum"))
-                o->momentum = parse_double(a, v, 0);
+                o->momentum = parse_double(a, v, 0), o->momentum_given = 1;
             else if (!strcmp(a, "--weight-decay"))
-                o->weight_decay = parse_double(a, v, 0);
+                o->weight_decay = parse_double(a, v, 0), o->wd_given = 1;
             else if (!strcmp(a, "--eps"))
-                o->eps = parse_double(a, v, 0);
+                o->eps = parse_double(a, v, 0), o->eps_given = 1;
             else if (!strcmp(a, "--betas")) {
+                o->betas_given = 1;
                 char *end = NULL;
                 errno = 0;
                 o->beta1 = strtod(v, &end);
@@ -231,6 +270,7 @@ static void parse_args(int argc, char **argv, cli_options *o) {
                 if (!(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
                     die("--betas: %s: each beta must be in [0, 1)", v);
             } else if (!strcmp(a, "--optimizer")) {
+                o->optimizer_given = 1;
                 if (!strcmp(v, "sgd"))
                     o->optimizer = CLCNN_OPTIMIZER_SGD;
                 else if (!strcmp(v, "adam"))
@@ -382,6 +422,64 @@ static int parse_normalize(const char *v, int channels, float *mean, float *std)
     return 0;
 }
 
+/* The shortest text that reads back as exactly v ("0.9", not "0.90000000000000002"). */
+static const char *exact(char buf[32], double v) {
+    snprintf(buf, 32, "%.15g", v);
+    if (strtod(buf, NULL) != v) snprintf(buf, 32, "%.17g", v);
+    return buf;
+}
+
+static const char *optimizer_name(clcnn_optimizer_kind k) {
+    return k == CLCNN_OPTIMIZER_SGD ? "sgd" : k == CLCNN_OPTIMIZER_ADAM ? "adam" : "adamw";
+}
+
+/* A resumed run keeps the checkpoint's optimizer settings. An option given on the command line
+ * that differs from them is refused, naming both values; so is another batch size when the
+ * checkpoint stopped in the middle of an epoch (its remaining samples are counted in batches). */
+static int resume_conflicts(const cli_options *o, const clcnn_optimizer_options *ck,
+                            const clcnn_checkpoint_info_v2 *info) {
+    const char *why = "a resumed run keeps the checkpoint's settings; leave the option out";
+    char mine[80] = "", theirs[80] = "", x[32], y[32];
+    const char *opt = NULL;
+    if (o->optimizer_given && o->optimizer != ck->kind) {
+        opt = "--optimizer";
+        snprintf(mine, sizeof mine, "%s", optimizer_name(o->optimizer));
+        snprintf(theirs, sizeof theirs, "%s", optimizer_name(ck->kind));
+    } else if (o->lr_given && o->lr != ck->lr) {
+        opt = "--lr";
+        snprintf(mine, sizeof mine, "%s", exact(x, o->lr));
+        snprintf(theirs, sizeof theirs, "%s", exact(x, ck->lr));
+    } else if (o->momentum_given && o->momentum != ck->momentum) {
+        opt = "--momentum";
+        snprintf(mine, sizeof mine, "%s", exact(x, o->momentum));
+        snprintf(theirs, sizeof theirs, "%s", exact(x, ck->momentum));
+    } else if (o->nesterov && !ck->nesterov) {
+        opt = "--nesterov";
+        snprintf(mine, sizeof mine, "on");
+        snprintf(theirs, sizeof theirs, "off");
+    } else if (o->wd_given && o->weight_decay != ck->weight_decay) {
+        opt = "--weight-decay";
+        snprintf(mine, sizeof mine, "%s", exact(x, o->weight_decay));
+        snprintf(theirs, sizeof theirs, "%s", exact(x, ck->weight_decay));
+    } else if (o->betas_given && (o->beta1 != ck->beta1 || o->beta2 != ck->beta2)) {
+        opt = "--betas";
+        snprintf(mine, sizeof mine, "%s,%s", exact(x, o->beta1), exact(y, o->beta2));
+        snprintf(theirs, sizeof theirs, "%s,%s", exact(x, ck->beta1), exact(y, ck->beta2));
+    } else if (o->eps_given && o->eps != ck->eps) {
+        opt = "--eps";
+        snprintf(mine, sizeof mine, "%s", exact(x, o->eps));
+        snprintf(theirs, sizeof theirs, "%s", exact(x, ck->eps));
+    } else if (o->batch_given && info->batch_in_epoch > 0 && info->batch_size != o->batch_size) {
+        opt = "--batch-size";
+        snprintf(mine, sizeof mine, "%ld", o->batch_size);
+        snprintf(theirs, sizeof theirs, "%" PRId64, info->batch_size);
+        why = "it stopped in the middle of an epoch; resume it with its own batch size";
+    }
+    if (!opt) return 0;
+    say("--resume: %s %s conflicts with the checkpoint's %s (%s)", opt, mine, theirs, why);
+    return -1;
+}
+
 typedef struct run_state {
     const cli_options *o;
     clcnn_context *ctx;
@@ -400,7 +498,7 @@ static int metrics_line(run_state *r, const char *fmt, ...) {
     vfprintf(r->metrics, fmt, ap);
     va_end(ap);
     if (fflush(r->metrics) != 0 || ferror(r->metrics)) {
-        fprintf(stderr, "clcnn_train: writing %s failed: %s\n", r->o->metrics, strerror(errno));
+        say("writing %s failed: %s", r->o->metrics, strerror(errno));
         return -1;
     }
     return 0;
@@ -409,20 +507,38 @@ static int metrics_line(run_state *r, const char *fmt, ...) {
 static int tb_scalar(run_state *r, const char *tag, float v, int64_t step) {
     if (!r->tb) return 0;
     if (clcnn_summary_writer_add_scalar(r->tb, tag, v, step) != CLCNN_SUCCESS) {
-        fprintf(stderr, "clcnn_train: %s\n", clcnn_summary_writer_errmsg(r->tb));
+        say("%s", clcnn_summary_writer_errmsg(r->tb));
         return -1;
     }
     return 0;
+}
+
+/* A JSON number, or null for NaN and infinities (which JSON cannot hold). */
+static const char *json_num(char buf[40], double v) {
+    if (!isfinite(v)) return "null";
+    snprintf(buf, 40, "%.9g", v);
+    return buf;
 }
 
 static int evaluate(run_state *r, int64_t epoch, int64_t step) {
     double loss = 0;
     int correct = 0, n = clcnn_dataset_size(r->test);
     if (clcnn_model_evaluate(r->model, r->test, (int)r->o->batch_size, &loss, &correct)) {
-        fprintf(stderr, "clcnn_train: evaluation failed: %s\n", clcnn_model_errmsg(r->model));
+        say("evaluation failed: %s", clcnn_model_errmsg(r->model));
         return -1;
     }
     double acc = (double)correct / n;
+    if (!isfinite(loss)) {
+        /* The record says what happened (valid JSON); nothing is saved from this state. */
+        metrics_line(r,
+                     "{\"type\":\"eval\",\"epoch\":%" PRId64 ",\"step\":%" PRId64
+                     ",\"test_loss\":null,\"test_accuracy\":%.9g}\n",
+                     epoch, step, acc);
+        say("the test loss is %s after epoch %" PRId64 " (step %" PRId64
+            "); stopping. Lower --lr? The last checkpoint in %s is intact.",
+            isnan(loss) ? "NaN" : "infinite", epoch, step, r->o->save_dir);
+        return -1;
+    }
     printf("epoch %" PRId64 ": test loss %.4f, test accuracy %.4f (%d/%d)\n", epoch, loss, acc,
            correct, n);
     fflush(stdout);
@@ -448,11 +564,11 @@ static void progress(run_state *r, int64_t epoch, int64_t b, int64_t nb, float l
     fflush(stdout);
 }
 
-static int save(run_state *r, const clcnn_checkpoint_info *info, int64_t epoch_label) {
+static int save(run_state *r, const clcnn_checkpoint_info_v2 *info, int64_t epoch_label) {
     char path[4200];
     snprintf(path, sizeof path, "%s/epoch_%" PRId64 ".safetensors", r->o->save_dir, epoch_label);
-    if (clcnn_model_save_checkpoint(r->model, path, info)) {
-        fprintf(stderr, "clcnn_train: saving failed: %s\n", clcnn_model_errmsg(r->model));
+    if (clcnn_model_save_checkpoint_v2(r->model, path, info)) {
+        say("saving failed: %s", clcnn_model_errmsg(r->model));
         return -1;
     }
     printf("saved %s\n", path);
@@ -460,7 +576,7 @@ static int save(run_state *r, const clcnn_checkpoint_info *info, int64_t epoch_l
     return 0;
 }
 
-static int train(run_state *r, clcnn_checkpoint_info info) {
+static int train(run_state *r, clcnn_checkpoint_info_v2 info) {
     const cli_options *o = r->o;
     int n = clcnn_dataset_size(r->train), bs = (int)o->batch_size;
     int64_t nb = (n + bs - 1) / bs;
@@ -471,15 +587,15 @@ static int train(run_state *r, clcnn_checkpoint_info info) {
         int64_t b0 = info.batch_in_epoch;
         info.batch_in_epoch = 0;
         if (clcnn_dataset_set_epoch(r->train, info.seed, e, !o->no_shuffle)) {
-            fprintf(stderr, "clcnn_train: %s\n", clcnn_dataset_errmsg(r->train));
+            say("%s", clcnn_dataset_errmsg(r->train));
             return -1;
         }
         if (!r->tty) printf("----- epoch %" PRId64 "/%ld -----\n", e + 1, o->epochs);
         for (int64_t b = b0; b < nb; b++) {
             int first = (int)(b * bs), cnt = n - first < bs ? n - first : bs;
             if (clcnn_model_train_dataset(r->model, r->train, first, cnt)) {
-                fprintf(stderr, "%sclcnn_train: step %" PRId64 " failed: %s\n", r->tty ? "\n" : "",
-                        info.step + 1, clcnn_model_errmsg(r->model));
+                say_after(r->tty ? "\n" : "", "step %" PRId64 " failed: %s", info.step + 1,
+                          clcnn_model_errmsg(r->model));
                 return -1;
             }
             info.step++;
@@ -487,16 +603,14 @@ static int train(run_state *r, clcnn_checkpoint_info info) {
             if (log || r->tty) {
                 float loss = 0;
                 if (clcnn_model_last_loss(r->model, &loss, NULL)) {
-                    fprintf(stderr, "%sclcnn_train: %s\n", r->tty ? "\n" : "",
-                            clcnn_model_errmsg(r->model));
+                    say_after(r->tty ? "\n" : "", "%s", clcnn_model_errmsg(r->model));
                     return -1;
                 }
                 if (!isfinite(loss)) {
-                    fprintf(stderr,
-                            "%sclcnn_train: the loss is %s at step %" PRId64 " (epoch %" PRId64
-                            "); stopping. Lower --lr? The last checkpoint in %s is intact.\n",
-                            r->tty ? "\n" : "", isnan(loss) ? "NaN" : "infinite", info.step, e + 1,
-                            o->save_dir);
+                    say_after(r->tty ? "\n" : "",
+                              "the loss is %s at step %" PRId64 " (epoch %" PRId64
+                              "); stopping. Lower --lr? The last checkpoint in %s is intact.",
+                              isnan(loss) ? "NaN" : "infinite", info.step, e + 1, o->save_dir);
                     return -1;
                 }
                 double t = now(), ips = (double)(info.step - last_step) * bs / (t - t_last);
@@ -506,11 +620,12 @@ static int train(run_state *r, clcnn_checkpoint_info info) {
                            "img/s\n",
                            info.step, e + 1, loss, t - r->t_start, ips);
                     fflush(stdout);
+                    char num[40];
                     if (metrics_line(r,
                                      "{\"type\":\"train\",\"epoch\":%" PRId64 ",\"step\":%" PRId64
                                      ",\"loss\":%.9g,\"elapsed_s\":%.6f,"
-                                     "\"images_per_s\":%.3f}\n",
-                                     e + 1, info.step, loss, t - r->t_start, ips) ||
+                                     "\"images_per_s\":%s}\n",
+                                     e + 1, info.step, loss, t - r->t_start, json_num(num, ips)) ||
                         tb_scalar(r, "train_loss", loss, info.step))
                         return -1;
                     t_last = t, last_step = info.step;
@@ -542,7 +657,8 @@ int main(int argc, char **argv) {
     run_state r;
     int idx = -1, rc = 1;
     clcnn_status st;
-    char spec[4096];
+    /* A checkpoint's spec: CLCNN_SPEC_MAX_LEN bytes hold any spec a model can have. */
+    static char ck_spec[CLCNN_SPEC_MAX_LEN + 1];
     memset(&r, 0, sizeof r);
     parse_args(argc, argv, &o);
     r.o = &o;
@@ -553,13 +669,13 @@ int main(int argc, char **argv) {
     if (o.version) return print_version();
     st = clcnn_devices_create(&devs, NULL);
     if (st != CLCNN_SUCCESS) {
-        fprintf(stderr, "clcnn_train: %s\n", clcnn_devices_errmsg(devs));
+        say("%s", clcnn_devices_errmsg(devs));
         goto done;
     }
     st = clcnn_devices_select(devs, o.platform, o.device, &idx);
     if (o.list_devices) {
         if (clcnn_devices_count(devs) == 0) {
-            fprintf(stderr, "clcnn_train: %s\n", clcnn_devices_errmsg(devs));
+            say("%s", clcnn_devices_errmsg(devs));
             goto done;
         }
         size_t n = clcnn_devices_format(devs, st == CLCNN_SUCCESS ? idx : -1, NULL, 0);
@@ -572,7 +688,7 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (st != CLCNN_SUCCESS) {
-        fprintf(stderr, "clcnn_train: %s\n", clcnn_devices_errmsg(devs));
+        say("%s", clcnn_devices_errmsg(devs));
         goto done;
     }
 
@@ -580,28 +696,27 @@ int main(int argc, char **argv) {
     struct stat sb;
     if (!o.data) {
         if (stat(DEFAULT_DATA, &sb) != 0) {
-            fprintf(stderr,
-                    "clcnn_train: no --data given and %s is missing (apt-get install "
-                    "dataset-fashion-mnist, or pass --data DIR)\n",
-                    DEFAULT_DATA);
+            say("no --data given and %s is missing (apt-get install dataset-fashion-mnist, or "
+                "pass --data DIR)",
+                DEFAULT_DATA);
             goto done;
         }
         o.data = DEFAULT_DATA;
     }
     if (o.init && stat(o.init, &sb) != 0) {
-        fprintf(stderr, "clcnn_train: --init %s: %s\n", o.init, strerror(errno));
+        say("--init %s: %s", o.init, strerror(errno));
         goto done;
     }
-    snprintf(spec, sizeof spec, "%s", o.model);
+    const char *spec = o.model;
     int ck_c = 0, ck_h = 0, ck_w = 0;
     if (o.resume) {
-        char err[1100], ck_spec[4096];
+        char err[1100];
         if (clcnn_checkpoint_peek(o.resume, ck_spec, sizeof ck_spec, &ck_c, &ck_h, &ck_w, err,
                                   sizeof err)) {
-            fprintf(stderr, "clcnn_train: --resume: %s\n", err);
+            say("--resume: %s", err);
             goto done;
         }
-        snprintf(spec, sizeof spec, "%s", ck_spec);
+        spec = ck_spec;
     }
     if (!o.eval_only) {
         if (check_writable_dir(o.save_dir, "--save-dir")) goto done;
@@ -610,7 +725,7 @@ int main(int argc, char **argv) {
     if (o.metrics) {
         /* Appending: a resumed run continues the same file, nothing earlier is lost. */
         if (!(r.metrics = fopen(o.metrics, "a"))) {
-            fprintf(stderr, "clcnn_train: --metrics %s: %s\n", o.metrics, strerror(errno));
+            say("--metrics %s: %s", o.metrics, strerror(errno));
             goto done;
         }
     }
@@ -619,7 +734,7 @@ int main(int argc, char **argv) {
     double t0 = now();
     st = clcnn_context_create(&r.ctx, devs, idx, NULL);
     if (st != CLCNN_SUCCESS) {
-        fprintf(stderr, "clcnn_train: %s\n", clcnn_context_errmsg(r.ctx));
+        say("%s", clcnn_context_errmsg(r.ctx));
         goto done;
     }
     printf("clcnn %s on device %d:%d %s (%s, %s), kernels ready in %.3f s (%s)\n", clcnn_version(),
@@ -633,11 +748,11 @@ int main(int argc, char **argv) {
                                    ? (clcnn_dataset_format)clcnn_dataset_format_parse(o.dataset)
                                    : CLCNN_DATASET_AUTO;
     if (!o.eval_only && clcnn_dataset_open(&r.train, r.ctx, o.data, fmt, 1)) {
-        fprintf(stderr, "clcnn_train: %s\n", clcnn_dataset_errmsg(r.train));
+        say("%s", clcnn_dataset_errmsg(r.train));
         goto done;
     }
     if (clcnn_dataset_open(&r.test, r.ctx, o.data, fmt, 0)) {
-        fprintf(stderr, "clcnn_train: %s\n", clcnn_dataset_errmsg(r.test));
+        say("%s", clcnn_dataset_errmsg(r.test));
         goto done;
     }
     int c, h, w;
@@ -646,29 +761,25 @@ int main(int argc, char **argv) {
         int c2, h2, w2;
         clcnn_dataset_shape(r.train, &c2, &h2, &w2);
         if (c2 != c || h2 != h || w2 != w) {
-            fprintf(stderr, "clcnn_train: %s: train images are %dx%dx%d, test images %dx%dx%d\n",
-                    o.data, c2, h2, w2, c, h, w);
+            say("%s: train images are %dx%dx%d, test images %dx%dx%d", o.data, c2, h2, w2, c, h, w);
             goto done;
         }
     }
     if (o.resume && (ck_c != c || ck_h != h || ck_w != w)) {
-        fprintf(stderr,
-                "clcnn_train: --resume %s was trained on %dx%dx%d images, %s has %dx%dx%d\n",
-                o.resume, ck_c, ck_h, ck_w, o.data, c, h, w);
+        say("--resume %s was trained on %dx%dx%d images, %s has %dx%dx%d", o.resume, ck_c, ck_h,
+            ck_w, o.data, c, h, w);
         goto done;
     }
     if (o.normalize) {
         float mean[64], sd[64];
         if (c > 64 || parse_normalize(o.normalize, c, mean, sd)) {
-            fprintf(stderr,
-                    "clcnn_train: --normalize: '%s' is not MEAN,STD or %d means then %d stds "
-                    "(stds > 0)\n",
-                    o.normalize, c, c);
+            say("--normalize: '%s' is not MEAN,STD or %d means then %d stds (stds > 0)",
+                o.normalize, c, c);
             goto done;
         }
         if ((r.train && clcnn_dataset_set_normalize(r.train, mean, sd)) ||
             clcnn_dataset_set_normalize(r.test, mean, sd)) {
-            fprintf(stderr, "clcnn_train: --normalize: %s\n", clcnn_dataset_errmsg(r.test));
+            say("--normalize: %s", clcnn_dataset_errmsg(r.test));
             goto done;
         }
     }
@@ -677,7 +788,7 @@ int main(int argc, char **argv) {
            r.train ? clcnn_dataset_size(r.train) : 0, clcnn_dataset_size(r.test), c, h, w);
 
     if (clcnn_model_create(&r.model, r.ctx, spec, c, h, w, o.seed)) {
-        fprintf(stderr, "clcnn_train: --model: %s\n", clcnn_model_errmsg(r.model));
+        say("--model: %s", clcnn_model_errmsg(r.model));
         goto done;
     }
     clcnn_optimizer_options opt;
@@ -689,20 +800,29 @@ int main(int argc, char **argv) {
     opt.beta1 = o.beta1;
     opt.beta2 = o.beta2;
     opt.eps = o.eps;
-    if (clcnn_model_set_optimizer(r.model, &opt)) {
-        fprintf(stderr, "clcnn_train: %s\n", clcnn_model_errmsg(r.model));
+    if (!o.resume && clcnn_model_set_optimizer(r.model, &opt)) {
+        say("%s", clcnn_model_errmsg(r.model));
         goto done;
     }
-    clcnn_checkpoint_info ck = {0, 0, 0, o.seed};
+    clcnn_checkpoint_info_v2 ck = {0, 0, 0, o.seed, o.batch_size};
     if (o.init && clcnn_model_load_weights(r.model, o.init)) {
-        fprintf(stderr, "clcnn_train: --init: %s\n", clcnn_model_errmsg(r.model));
+        say("--init: %s", clcnn_model_errmsg(r.model));
         goto done;
     }
     if (o.resume) {
-        if (clcnn_model_load_checkpoint(r.model, o.resume, &ck)) {
-            fprintf(stderr, "clcnn_train: --resume: %s\n", clcnn_model_errmsg(r.model));
+        if (clcnn_model_load_checkpoint_v2(r.model, o.resume, &ck)) {
+            say("--resume: %s", clcnn_model_errmsg(r.model));
             goto done;
         }
+        /* The run continues with the checkpoint's settings; an option that says otherwise is
+         * refused rather than silently overridden (or silently ignored). */
+        clcnn_model_get_optimizer(r.model, &opt);
+        if (resume_conflicts(&o, &opt, &ck)) goto done;
+        if (!o.batch_given) o.batch_size = ck.batch_size ? ck.batch_size : o.batch_size;
+        if (ck.batch_size && o.batch_size != ck.batch_size)
+            printf("note: batch size %ld from here on; the checkpoint was trained with %" PRId64
+                   "\n",
+                   o.batch_size, ck.batch_size);
         if (o.seed_given && ck.seed != o.seed)
             printf("note: continuing with the checkpoint's seed %" PRIu64 ", not --seed %" PRIu64
                    "\n",
@@ -710,6 +830,7 @@ int main(int argc, char **argv) {
         printf("resumed from %s: epoch %" PRId64 ", step %" PRId64 "\n", o.resume, ck.epoch,
                ck.step);
     }
+    ck.batch_size = o.batch_size;
     size_t nparams = 0;
     for (int i = 0; i < clcnn_model_param_count(r.model); i++) {
         size_t k = 0;
@@ -721,19 +842,23 @@ int main(int argc, char **argv) {
         rc = evaluate(&r, ck.epoch, ck.step) ? 1 : 0;
         goto done;
     }
+    /* What the model will train with: the options given, or a resumed checkpoint's. */
     printf("optimizer: %s lr %g",
-           o.optimizer == CLCNN_OPTIMIZER_SGD    ? "SGD"
-           : o.optimizer == CLCNN_OPTIMIZER_ADAM ? "Adam"
-                                                 : "AdamW",
-           o.lr);
-    if (o.optimizer == CLCNN_OPTIMIZER_SGD && o.momentum > 0)
-        printf(" momentum %g%s", o.momentum, o.nesterov ? " (Nesterov)" : "");
-    if (o.weight_decay > 0) printf(" weight decay %g", o.weight_decay);
+           opt.kind == CLCNN_OPTIMIZER_SGD    ? "SGD"
+           : opt.kind == CLCNN_OPTIMIZER_ADAM ? "Adam"
+                                              : "AdamW",
+           opt.lr);
+    if (opt.kind == CLCNN_OPTIMIZER_SGD && opt.momentum > 0)
+        printf(" momentum %g%s", opt.momentum, opt.nesterov ? " (Nesterov)" : "");
+    if (opt.kind != CLCNN_OPTIMIZER_SGD &&
+        (opt.beta1 != 0.9 || opt.beta2 != 0.999 || opt.eps != 1e-8))
+        printf(" betas %g,%g eps %g", opt.beta1, opt.beta2, opt.eps);
+    if (opt.weight_decay > 0) printf(" weight decay %g", opt.weight_decay);
     printf(", batch %ld, %ld epoch%s, seed %" PRIu64 "%s\n", o.batch_size, o.epochs,
            o.epochs == 1 ? "" : "s", ck.seed, o.no_shuffle ? ", no shuffle" : "");
     if (!o.no_tensorboard) {
         if (clcnn_summary_writer_open(&r.tb, o.logdir)) {
-            fprintf(stderr, "clcnn_train: --logdir: %s\n", clcnn_summary_writer_errmsg(r.tb));
+            say("--logdir: %s", clcnn_summary_writer_errmsg(r.tb));
             goto done;
         }
         printf("TensorBoard: %s\n", clcnn_summary_writer_path(r.tb));
@@ -750,11 +875,11 @@ int main(int argc, char **argv) {
     if (!rc) printf("done in %.1f s\n", now() - t0);
 done:
     if (r.tb && clcnn_summary_writer_close(r.tb) != CLCNN_SUCCESS) {
-        fprintf(stderr, "clcnn_train: closing the TensorBoard file failed\n");
+        say("closing the TensorBoard file failed");
         rc = 1;
     }
     if (r.metrics && fclose(r.metrics) != 0) {
-        fprintf(stderr, "clcnn_train: closing %s failed: %s\n", o.metrics, strerror(errno));
+        say("closing %s failed: %s", o.metrics, strerror(errno));
         rc = 1;
     }
     clcnn_model_free(r.model);
