@@ -10,7 +10,9 @@ contain ':' (the last two fields are split off). Values are compared with a rela
 the command line and nothing more.
 
 Exit status: 0 all found, 1 a check failed, 2 usage error, 77 tensorboard is not installed (the
-ctest SKIP_RETURN_CODE, so a missing package shows as skipped rather than passed).
+ctest SKIP_RETURN_CODE, so a missing package shows as skipped rather than passed; CI runs it with
+the pinned TensorBoard of tests/pyenv.sh, and tests/python_test.sh turns a skip into a failure
+there).
 """
 
 import math

@@ -1,14 +1,18 @@
 #!/usr/bin/python3
 """Cross-check clcnn_train against PyTorch on a real data set.
 
-Not part of CI: needs PyTorch (Debian's python3-torch 1.13 works) and a data
-set on disk. Exit status: 0 all checks passed, 1 a check failed, 77 PyTorch is
-not importable (ctest's "skipped" convention), 2 usage or run error.
+Needs PyTorch (Debian's python3-torch 1.13 works) and a data set on disk.
+CI runs it as ctest test_pytorch_crosscheck (tests/CMakeLists.txt: seed, 200
+steps, --checks-only, on Debian's dataset-fashion-mnist). Exit status: 0 all
+checks passed, 1 a check failed, 77 PyTorch is not importable, the --data
+folder does not exist or clcnn_train sees no OpenCL device (ctest's "skipped"
+convention; tests/python_test.sh makes it a failure where CI requires the
+test), 2 usage or run error.
 
 Cross-check (default):
 
     /usr/bin/python3 tests/pytorch_crosscheck.py --clcnn build/clcnn_train \
-        [--data DIR] [--steps N] [--model seed|seed-relu] [--work DIR]
+        [--data DIR] [--steps N] [--model seed|seed-relu] [--work DIR] [--checks-only]
 
  1. builds the torch.nn.Sequential equivalent of the clcnn preset with
     torch.manual_seed(0) and PyTorch's default init, checks that its
@@ -52,6 +56,7 @@ TEST_LOSS_RTOL = 1e-4
 BATCH = 64
 LR = 0.01
 PREFIX = "model1."
+SKIP = 77  # ctest's SKIP_RETURN_CODE
 
 try:
     import numpy as np
@@ -59,7 +64,7 @@ try:
     import torch.nn as nn
 except Exception as e:  # noqa: BLE001 - any import failure means "skip"
     print(f"pytorch_crosscheck: PyTorch is not importable ({e}); skipped")
-    sys.exit(77)
+    sys.exit(SKIP)
 
 
 # ---------------------------------------------------------------- data sets
@@ -352,7 +357,7 @@ def crosscheck(args, work):
           f"(clcnn {cl_loss[at]:.8f}, torch {th_loss[at]:.8f}; tolerance {LOSS_RTOL:g})")
 
     # informative: the fp32 noise floor, torch against itself with other kernels
-    if not args.no_noise_floor:
+    if not args.no_noise_floor and not args.checks_only:
         t0 = time.time()
         nat_loss, _ = train_steps(args.model, init_sd, trx, try_, args.steps, (c, h, w),
                                   mkldnn=False)
@@ -415,9 +420,10 @@ def crosscheck(args, work):
           f"{rel(float(ev['test_loss']), tl):.2e} (tolerance {TEST_LOSS_RTOL:g})")
 
     # informative: torch's own trained weights on the test set
-    ol, oc, _ = evaluate(model, tex, tey)
-    print(f"test set, torch's own weights after {args.steps} steps: {oc}/{nt} correct, "
-          f"loss {ol:.8f}")
+    if not args.checks_only:
+        ol, oc, _ = evaluate(model, tex, tey)
+        print(f"test set, torch's own weights after {args.steps} steps: {oc}/{nt} correct, "
+              f"loss {ol:.8f}")
 
     print(f"RESULT {args.model}, {args.steps} steps: "
           f"{'all checks passed' if ok else 'FAILED'}; max step-loss rel. diff {worst:.2e} "
@@ -484,6 +490,9 @@ def main():
     ap.add_argument("--no-noise-floor", action="store_true",
                     help="skip the second torch run (mkldnn off) that measures how far "
                          "two fp32 implementations drift apart")
+    ap.add_argument("--checks-only", action="store_true",
+                    help="only what the checks need (the ctest): implies --no-noise-floor "
+                         "and skips evaluating torch's own weights on the test set")
     ap.add_argument("--full-run", action="store_true",
                     help="train the PyTorch reference alone (shuffled) and report "
                          "test loss/accuracy per epoch")
@@ -494,6 +503,21 @@ def main():
         ap.error("--clcnn is required")
     if args.steps < 1:
         ap.error("--steps must be >= 1")
+    if not os.path.isdir(args.data):
+        print(f"pytorch_crosscheck: {args.data}: no such folder (Fashion-MNIST: apt-get "
+              f"install dataset-fashion-mnist); skipped")
+        return SKIP
+    if not args.full_run:
+        try:
+            dev = subprocess.run([args.clcnn, "--list-devices"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, universal_newlines=True)
+        except OSError as e:
+            print(f"pytorch_crosscheck: {args.clcnn}: {e}")
+            return 2
+        if dev.returncode != 0:
+            print(dev.stdout[-2000:])
+            print("pytorch_crosscheck: clcnn_train sees no OpenCL device; skipped")
+            return SKIP
     tmp = None
     if args.work:
         work = args.work

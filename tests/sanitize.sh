@@ -3,8 +3,11 @@
 # (-DCLCNN_SANITIZE=ON) in its own folder and run under ctest. UBSan halts on the first report
 # and LeakSanitizer runs with tests/lsan.supp (OpenCL-implementation leaks only, each justified
 # there). Left out: the oclgrind test (oclgrind preloads its own OpenCL runtime, which ASan
-# refuses to run under) and test_install (an ASan-instrumented static library cannot be linked
-# by the plain consumer programs that test builds; it checks packaging, not memory).
+# refuses to run under), test_install (an ASan-instrumented static library cannot be linked
+# by the plain consumer programs that test builds; it checks packaging, not memory) and the
+# Python-based tests (not registered with CLCNN_SANITIZE: they check formats and numbers
+# against other software, which the plain build covers). In CI a skipped test is a failure
+# (tests/check_skips.sh).
 # Usage: bash tests/sanitize.sh   (.ci/run calls it after tests/run.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,5 +31,7 @@ echo "== configure and build with ASan+UBSan ($build)"
 cmake -S . -B "$build" -DCLCNN_WERROR=ON -DCLCNN_SANITIZE=ON ${CLCNN_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j"$(nproc)"
 echo "== tests under ASan+UBSan"
-cd "$build"
-ctest --output-on-failure -j"$(nproc)" -LE oclgrind -E '^test_install$' ${CLCNN_CTEST_ARGS:-}
+log=$PWD/$build/ctest.log
+(cd "$build" && ctest --output-on-failure -j"$(nproc)" -LE oclgrind -E '^test_install$' \
+    ${CLCNN_CTEST_ARGS:-}) 2>&1 | tee "$log"
+bash tests/check_skips.sh "$log"
