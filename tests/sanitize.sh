@@ -28,7 +28,11 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_supp
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
 echo "== configure and build with ASan+UBSan ($build)"
-cmake -S . -B "$build" -DCLCNN_WERROR=ON -DCLCNN_SANITIZE=ON ${CLCNN_CMAKE_ARGS:-} >/dev/null
+# test_e2e hands its event file to TensorBoard's own reader: the plain build's venv, when there.
+pyenv=()
+[ -d "$plain/pyenv" ] && pyenv=(-DCLCNN_PYENV="$PWD/$plain/pyenv")
+cmake -S . -B "$build" -DCLCNN_WERROR=ON -DCLCNN_SANITIZE=ON "${pyenv[@]}" ${CLCNN_CMAKE_ARGS:-} \
+    >/dev/null
 cmake --build "$build" -j"$(nproc)"
 echo "== tests under ASan+UBSan"
 log=$PWD/$build/ctest.log
