@@ -289,46 +289,47 @@ typedef struct batch_sizes {
     size_t col, rows, wflip, xpad;
 } batch_sizes;
 
+static void grow(size_t *cap, size_t need) {
+    if (need > *cap) *cap = need;
+}
+
+/* Images per im2col chunk of s (1..n), bounded by WORKSPACE_FLOATS; *per_col: floats per image. */
+static size_t im2col_chunk(const clcnn_conv2d_shape *s, int n, size_t *per_col) {
+    size_t per_rows;
+    clcnn_conv2d_scratch(s, 1, per_col, &per_rows);
+    size_t chunk = WORKSPACE_FLOATS / (*per_col ? *per_col : 1);
+    return chunk < 1 ? 1 : chunk > (size_t)n ? (size_t)n : chunk;
+}
+
 static void size_conv(const clcnn_model *m, int i, int n, batch_sizes *z) {
     const clcnn_layer *L = &m->layers[i];
-    size_t per_col, per_rows, c, r;
+    size_t per_col, c, r;
     clcnn_conv2d_shape g;
     int has_g = clcnn_conv2d_grad_input_shape(&L->conv, &g);
     size_t xp = clcnn_conv2d_direct_scratch(m->ctx, &L->conv, n);
     size_t xg = has_g ? clcnn_conv2d_direct_scratch(m->ctx, &g, n) : 0;
-    if (has_g) {
-        size_t wf = (size_t)L->conv.OC * L->conv.C * L->conv.K * L->conv.K;
-        if (wf > z->wflip) z->wflip = wf;
-    }
-    if (xp > z->xpad) z->xpad = xp;
-    if (xg > z->xpad) z->xpad = xg;
+    if (has_g) grow(&z->wflip, (size_t)L->conv.OC * L->conv.C * L->conv.K * L->conv.K);
+    grow(&z->xpad, xp);
+    grow(&z->xpad, xg);
     z->keep_pad[i] = xp; /* the direct forward's padded input, kept for the weight gradient */
     /* Direct forward, weight gradient and input gradient: no im2col scratch, only the weight
      * gradient's rows and partial sums. */
-    size_t wr, wc;
-    clcnn_conv2d_wgrad_scratch(m->ctx, &L->conv, n, pool2_after(m, i), &wr, &wc);
-    if (wr > z->rows) z->rows = wr;
-    if (wc > z->col) z->col = wc;
+    clcnn_conv2d_wgrad_scratch(m->ctx, &L->conv, n, pool2_after(m, i), &r, &c);
+    grow(&z->rows, r);
+    grow(&z->col, c);
     if (xp && xg) return;
-    clcnn_conv2d_scratch(&L->conv, 1, &per_col, &per_rows);
-    size_t chunk = WORKSPACE_FLOATS / (per_col ? per_col : 1);
-    if (chunk < 1) chunk = 1;
-    if (chunk > (size_t)n) chunk = (size_t)n;
+    size_t chunk = im2col_chunk(&L->conv, n, &per_col);
     if ((size_t)n * per_col <= KEEP_FLOATS) {
         z->keep_col[i] = (size_t)n * per_col;
         chunk = (size_t)n; /* the whole batch at once: rows must hold it too */
     }
     clcnn_conv2d_scratch(&L->conv, (int)chunk, &c, &r);
-    if (c > z->col) z->col = c;
-    if (r > z->rows) z->rows = r;
+    grow(&z->col, c);
+    grow(&z->rows, r);
     if (has_g) {
-        clcnn_conv2d_scratch(&g, 1, &per_col, &per_rows);
-        chunk = WORKSPACE_FLOATS / (per_col ? per_col : 1);
-        if (chunk < 1) chunk = 1;
-        if (chunk > (size_t)n) chunk = (size_t)n;
-        clcnn_conv2d_scratch(&g, (int)chunk, &c, &r);
-        if (c > z->col) z->col = c;
-        if (r > z->rows) z->rows = r;
+        clcnn_conv2d_scratch(&g, (int)im2col_chunk(&g, n, &per_col), &c, &r);
+        grow(&z->col, c);
+        grow(&z->rows, r);
     }
 }
 
