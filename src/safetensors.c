@@ -669,6 +669,24 @@ fail: /* success falls through: the cleanup is the same */
 /* ---------------------------------------------------------------------------------------- */
 /* Reading                                                                                    */
 
+/* The header length a file of `size` bytes starting with buf[0..8) declares, checked against
+ * what follows it. */
+static clcnn_status header_length(const unsigned char *buf, size_t size, const char *name,
+                                  uint64_t *hlen, clcnn_error *e) {
+    if (size < 8)
+        return clcnn_fail(e, CLCNN_ERR_FORMAT,
+                          "%s: file is %zu bytes, shorter than the 8-byte header length", name,
+                          size);
+    *hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        *hlen = *hlen << 8 | buf[i];
+    if (*hlen > size - 8)
+        return clcnn_fail(e, CLCNN_ERR_FORMAT,
+                          "%s: header length %" PRIu64 " exceeds the %zu bytes that follow it",
+                          name, *hlen, size - 8);
+    return CLCNN_SUCCESS;
+}
+
 /* Parses the image in buf (size bytes) of a file of file_size bytes: the whole file, or (for
  * clcnn_st_read_header) only its length and header, with offsets checked against the file. */
 static clcnn_status parse_image(clcnn_st_file *f, const unsigned char *buf, size_t size,
@@ -677,19 +695,7 @@ static clcnn_status parse_image(clcnn_st_file *f, const unsigned char *buf, size
     jp p;
     uint64_t hlen = 0;
     memset(f, 0, sizeof *f);
-    if (size < 8) {
-        st = clcnn_fail(e, CLCNN_ERR_FORMAT,
-                        "%s: file is %zu bytes, shorter than the 8-byte header length", name, size);
-        goto fail;
-    }
-    for (int i = 7; i >= 0; i--)
-        hlen = hlen << 8 | buf[i];
-    if (hlen > size - 8) {
-        st = clcnn_fail(e, CLCNN_ERR_FORMAT,
-                        "%s: header length %" PRIu64 " exceeds the %zu bytes that follow it", name,
-                        hlen, size - 8);
-        goto fail;
-    }
+    if ((st = header_length(buf, size, name, &hlen, e))) goto fail;
     f->bytes = buf;
     f->size = size;
     f->data_start = 8 + (size_t)hlen;
@@ -803,21 +809,8 @@ clcnn_status clcnn_st_read_header(clcnn_st_file *f, const char *path, clcnn_erro
         return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_st_read: NULL argument");
     memset(f, 0, sizeof *f);
     if ((st = open_regular(path, SIZE_MAX, &fd, &size, e))) return st;
-    if (size < 8) {
-        close(fd);
-        return clcnn_fail(e, CLCNN_ERR_FORMAT,
-                          "%s: file is %zu bytes, shorter than the 8-byte header length", path,
-                          size);
-    }
-    if ((st = read_at(fd, path, len8, 8, 0, e))) goto fail;
-    for (int i = 7; i >= 0; i--)
-        hlen = hlen << 8 | len8[i];
-    if (hlen > size - 8) {
-        st = clcnn_fail(e, CLCNN_ERR_FORMAT,
-                        "%s: header length %" PRIu64 " exceeds the %zu bytes that follow it", path,
-                        hlen, size - 8);
-        goto fail;
-    }
+    if ((st = read_at(fd, path, len8, size < 8 ? size : 8, 0, e))) goto fail;
+    if ((st = header_length(len8, size, path, &hlen, e))) goto fail;
     if (hlen > CLCNN_ST_MAX_HEADER) {
         st = clcnn_fail(e, CLCNN_ERR_FORMAT, "%s: header length %" PRIu64 " is over %d bytes", path,
                         hlen, CLCNN_ST_MAX_HEADER);

@@ -174,6 +174,27 @@ static clcnn_model *adam_twin(const float *x, const uint8_t *y) {
     return m;
 }
 
+/* Copies a safetensors file (tensors and metadata as they are) but its last `drop` tensors. */
+static int copy_safetensors(const char *from, const char *to, int drop) {
+    clcnn_st_file f = {0};
+    clcnn_error e = {{0}};
+    clcnn_st_entry ents[16];
+    const char *meta[64];
+    int n = 0, rc = -1;
+    if (clcnn_st_read(&f, from, &e) != CLCNN_SUCCESS || f.ntensors > 16 || f.nmeta > 32) goto out;
+    for (; n < f.ntensors - drop; n++) {
+        const clcnn_st_tensor *t = &f.tensors[n];
+        ents[n] = (clcnn_st_entry){t->name, t->dtype, t->ndim, {0}, clcnn_st_data(&f, t)};
+        memcpy(ents[n].shape, t->shape, sizeof t->shape);
+    }
+    for (int i = 0; i < f.nmeta; i++)
+        meta[2 * i] = f.meta_keys[i], meta[2 * i + 1] = f.meta_values[i];
+    rc = clcnn_st_write(to, ents, n, meta, f.nmeta, &e) == CLCNN_SUCCESS ? 0 : -1;
+out:
+    clcnn_st_free(&f);
+    return rc;
+}
+
 /* A checkpoint that fails to load, however late the failure, leaves the model as it was: its
  * weights, optimizer kind, settings, state and step count. The damaged state file below keeps
  * everything a loader checks first (format, the weights' hash, the optimizer's settings) and
@@ -201,32 +222,8 @@ static void check_failed_load(void) {
     clcnn_model_free(src);
 
     /* The same pair, its state file rewritten without its last tensor. */
-    clcnn_st_file w = {0}, st = {0};
-    clcnn_error e = {{0}};
-    CHECK(clcnn_st_read(&w, path, &e) == CLCNN_SUCCESS);
-    CHECK(clcnn_st_read(&st, spath, &e) == CLCNN_SUCCESS);
-    clcnn_st_entry ents[16];
-    const char *meta[64];
-    int n = 0;
-    for (int i = 0; i + 1 < st.ntensors && n < 16; i++, n++) {
-        const clcnn_st_tensor *t = &st.tensors[i];
-        ents[n] = (clcnn_st_entry){t->name, t->dtype, t->ndim, {0}, clcnn_st_data(&st, t)};
-        memcpy(ents[n].shape, t->shape, sizeof t->shape);
-    }
-    for (int i = 0; i < st.nmeta && i < 32; i++)
-        meta[2 * i] = st.meta_keys[i], meta[2 * i + 1] = st.meta_values[i];
-    CHECK(clcnn_st_write(bads, ents, n, meta, st.nmeta, &e) == CLCNN_SUCCESS);
-    n = 0;
-    for (int i = 0; i < w.ntensors && n < 16; i++, n++) {
-        const clcnn_st_tensor *t = &w.tensors[i];
-        ents[n] = (clcnn_st_entry){t->name, t->dtype, t->ndim, {0}, clcnn_st_data(&w, t)};
-        memcpy(ents[n].shape, t->shape, sizeof t->shape);
-    }
-    for (int i = 0; i < w.nmeta && i < 32; i++)
-        meta[2 * i] = w.meta_keys[i], meta[2 * i + 1] = w.meta_values[i];
-    CHECK(clcnn_st_write(bad, ents, n, meta, w.nmeta, &e) == CLCNN_SUCCESS);
-    clcnn_st_free(&w);
-    clcnn_st_free(&st);
+    CHECK(copy_safetensors(path, bad, 0) == 0);
+    CHECK(copy_safetensors(spath, bads, 1) == 0);
 
     clcnn_model *m = adam_twin(x, y), *twin = adam_twin(x, y);
     clcnn_checkpoint_info back;
