@@ -770,66 +770,56 @@ static clcnn_status read_at(int fd, const char *path, unsigned char *buf, size_t
     return CLCNN_SUCCESS;
 }
 
-clcnn_status clcnn_st_read_max(clcnn_st_file *f, const char *path, size_t max, clcnn_error *e) {
-    clcnn_status st;
-    unsigned char *buf = NULL;
-    size_t size = 0;
-    int fd = -1;
-    if (!f || !path)
-        return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_st_read: NULL argument");
-    memset(f, 0, sizeof *f);
-    if ((st = open_regular(path, max, &fd, &size, e))) return st;
-    if (!(buf = malloc(size ? size : 1))) {
-        st = clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
-        goto fail;
-    }
-    if ((st = read_at(fd, path, buf, size, 0, e))) goto fail;
-    close(fd);
-    fd = -1;
-    if ((st = clcnn_st_parse(f, buf, size, path, e))) goto fail;
-    f->owned = buf;
-    return CLCNN_SUCCESS;
-fail:
-    if (fd >= 0) close(fd);
-    free(buf);
-    return st;
-}
-
-clcnn_status clcnn_st_read(clcnn_st_file *f, const char *path, clcnn_error *e) {
-    return clcnn_st_read_max(f, path, SIZE_MAX, e);
-}
-
-clcnn_status clcnn_st_read_header(clcnn_st_file *f, const char *path, clcnn_error *e) {
+/* Reads a regular file of at most max bytes, all of it or (header_only) its length and
+ * header, and parses that with offsets checked against the whole file. */
+static clcnn_status read_file(clcnn_st_file *f, const char *path, size_t max, int header_only,
+                              clcnn_error *e) {
     clcnn_status st;
     unsigned char len8[8], *buf = NULL;
-    size_t size = 0;
+    size_t size = 0, n;
     uint64_t hlen = 0;
     int fd = -1;
     if (!f || !path)
         return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_st_read: NULL argument");
     memset(f, 0, sizeof *f);
-    if ((st = open_regular(path, SIZE_MAX, &fd, &size, e))) return st;
-    if ((st = read_at(fd, path, len8, size < 8 ? size : 8, 0, e))) goto fail;
-    if ((st = header_length(len8, size, path, &hlen, e))) goto fail;
-    if (hlen > CLCNN_ST_MAX_HEADER) {
-        st = clcnn_fail(e, CLCNN_ERR_FORMAT, "%s: header length %" PRIu64 " is over %d bytes", path,
-                        hlen, CLCNN_ST_MAX_HEADER);
-        goto fail;
+    if ((st = open_regular(path, max, &fd, &size, e))) return st;
+    n = size;
+    if (header_only) {
+        if ((st = read_at(fd, path, len8, size < 8 ? size : 8, 0, e))) goto fail;
+        if ((st = header_length(len8, size, path, &hlen, e))) goto fail;
+        if (hlen > CLCNN_ST_MAX_HEADER) {
+            st = clcnn_fail(e, CLCNN_ERR_FORMAT, "%s: header length %" PRIu64 " is over %d bytes",
+                            path, hlen, CLCNN_ST_MAX_HEADER);
+            goto fail;
+        }
+        n = 8 + (size_t)hlen;
     }
-    if (!(buf = malloc(8 + (size_t)hlen))) {
+    if (!(buf = malloc(n ? n : 1))) {
         st = clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
         goto fail;
     }
-    if ((st = read_at(fd, path, buf, 8 + (size_t)hlen, 0, e))) goto fail;
+    if ((st = read_at(fd, path, buf, n, 0, e))) goto fail;
     close(fd);
     fd = -1;
-    if ((st = parse_image(f, buf, 8 + (size_t)hlen, size, path, e))) goto fail;
+    if ((st = parse_image(f, buf, n, size, path, e))) goto fail;
     f->owned = buf;
     return CLCNN_SUCCESS;
 fail:
     if (fd >= 0) close(fd);
     free(buf);
     return st;
+}
+
+clcnn_status clcnn_st_read_max(clcnn_st_file *f, const char *path, size_t max, clcnn_error *e) {
+    return read_file(f, path, max, 0, e);
+}
+
+clcnn_status clcnn_st_read(clcnn_st_file *f, const char *path, clcnn_error *e) {
+    return read_file(f, path, SIZE_MAX, 0, e);
+}
+
+clcnn_status clcnn_st_read_header(clcnn_st_file *f, const char *path, clcnn_error *e) {
+    return read_file(f, path, SIZE_MAX, 1, e);
 }
 
 const clcnn_st_tensor *clcnn_st_find(const clcnn_st_file *f, const char *name) {
