@@ -1,6 +1,29 @@
-/* Element-wise helpers used across the engine: fill, axpy, scale. OpenCL C 1.2.
+/* Helpers shared across the engine: fill, axpy, the bias gradient, the peak probe. OpenCL C 1.2.
  * Every buffer argument comes with an element offset, so views into one allocation work
  * without sub-buffers (whose alignment rules differ between devices). */
+
+/* gb[boff + c] (+)= sum over n < N, p < HW of gy[gyoff + (n*C + c)*HW + p]. Shared by Conv2d
+ * (HW = OH*OW) and Linear (HW = 1). */
+__kernel void bias_grad(__global float *gb, int boff, __global const float *gy, int gyoff, int N,
+                        int C, int HW, int accumulate) {
+    int c = get_global_id(0);
+    if (c >= C) return;
+    /* Sixteen partial sums along each row (the seed's conv0 sums 65536 values per channel: a
+     * single scalar chain of dependent adds was 50x slower), then the row's tail. */
+    float16 acc = 0.0f;
+    float tail = 0.0f;
+    int hw16 = HW & ~15;
+    for (int n = 0; n < N; n++) {
+        __global const float *row = gy + gyoff + (n * C + c) * HW;
+        for (int p = 0; p < hw16; p += 16) acc += vload16(0, row + p);
+        for (int p = hw16; p < HW; p++) tail += row[p];
+    }
+    float8 h8 = acc.lo + acc.hi;
+    float4 h4 = h8.lo + h8.hi;
+    float2 h2 = h4.lo + h4.hi;
+    float sum = h2.x + h2.y + tail;
+    gb[boff + c] = accumulate ? gb[boff + c] + sum : sum;
+}
 
 /* x[off + i] = value for i < n */
 __kernel void fill_f32(__global float *x, int off, int n, float value) {

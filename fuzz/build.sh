@@ -27,5 +27,11 @@ build fuzz_cifar "${data[@]}" -- -lz
 build fuzz_idx "${data[@]}" -- -lz
 build fuzz_gzip "${data[@]}" -- -lz
 build fuzz_safetensors "$root/src/safetensors.c" "$root/src/files.c" "$root/src/common.c" -- -lxxhash
-build fuzz_spec "$root/src/spec.c" "$root/src/common.c"
-build fuzz_devices "$root/src/device.c" "$root/src/common.c" -- -lOpenCL
+# The spec's layer syntaxes live in the layer units, which link the rest of the engine: the
+# harness gets the whole library (with no kernel sources: it never touches a device).
+printf '%s\n' '#include "program.h"' \
+    'const clcnn_kernel_source clcnn_kernel_sources[] = {{0}};' \
+    'const int clcnn_kernel_source_count = 0;' >"$out/no_kernels.c"
+engine=("$root"/src/*.c "$root"/src/layers/*.c "$root"/src/data/*.c "$out/no_kernels.c")
+build fuzz_spec "${engine[@]}" -- -lOpenCL -lclblast -lxxhash -lz -lm
+build fuzz_devices "$root/src/device.c" "$root/src/env.c" "$root/src/common.c" -- -lOpenCL

@@ -9,7 +9,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     clcnn_host_dataset d = {0};
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     clcnn_status st = clcnn_cifar10_parse(data, size, "fuzz", &d, &e);
     if (st == CLCNN_SUCCESS) {
         if ((size_t)d.n != size / 3073 || d.c != 3 || d.h != 32 || d.w != 32) abort();

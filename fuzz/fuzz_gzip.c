@@ -34,7 +34,7 @@ static void cleanup(void) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *buf = NULL;
     size_t got = 0;
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     if (fds[0] < 0) {
         setup();
         atexit(cleanup);

@@ -10,7 +10,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     clcnn_host_dataset d = {0};
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     if (size < 2) return 0;
     size_t split = (size_t)data[0] << 8 | data[1];
     const uint8_t *rest = data + 2;

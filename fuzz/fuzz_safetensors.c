@@ -15,7 +15,7 @@ static void roundtrip(const clcnn_st_file *f) {
     clcnn_st_entry *ents = calloc((size_t)f->ntensors + 1, sizeof *ents);
     const char **meta = calloc((size_t)f->nmeta * 2 + 1, sizeof *meta);
     clcnn_st_file g = {0};
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     if (!ents || !meta) abort();
     if (!path[0]) {
         const char *dir = getenv("TMPDIR");
@@ -61,7 +61,7 @@ static void roundtrip(const clcnn_st_file *f) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     clcnn_st_file f;
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     if (clcnn_st_parse(&f, data, size, "fuzz", &e) != CLCNN_SUCCESS) {
         if (!e.msg[0] || f.ntensors || f.tensors) abort();
         return 0;

@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *spec = malloc(size + 1);
     clcnn_layer_desc *layers = NULL, *again = NULL;
     int n = 0, m = 0;
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     if (!spec) return 0;
     memcpy(spec, data, size);
     spec[size] = '\0';

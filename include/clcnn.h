@@ -1,8 +1,17 @@
 /* clcnn: a vendor-neutral CNN training engine on OpenCL. This header is the whole public API.
  *
  * Conventions: every fallible call returns a clcnn_status (CLCNN_SUCCESS is 0); the handle it
- * was called on keeps a one-line message describing the last failure (`*_errmsg()`); every
- * `*_free(NULL)` is a no-op. The library never prints and never exits. */
+ * was called on keeps a one-line message describing the last failure (`*_errmsg()`) and that
+ * failure's status (`*_errcode()`, CLCNN_SUCCESS until a call fails); a later success clears
+ * neither. Every `*_free(NULL)` is a no-op. The library never prints and never exits.
+ *
+ * Lifetimes: a context needs nothing else once created (its device list may be freed). A model
+ * and a data set each need their context alive until they are freed: free them before the
+ * context. A model and a data set do not hold each other: either may be freed after any call
+ * that used both has returned. A summary writer stands alone. Strings a handle returns
+ * (errmsg, spec, parameter names, the event file's path) stay valid until the handle is freed,
+ * and errmsg's text changes with the next failure on that handle. No handle is thread-safe:
+ * call each from one thread at a time. */
 #ifndef CLCNN_H
 #define CLCNN_H
 
@@ -14,9 +23,9 @@ extern "C" {
 #endif
 
 #define CLCNN_VERSION_MAJOR 0
-#define CLCNN_VERSION_MINOR 1
+#define CLCNN_VERSION_MINOR 2
 #define CLCNN_VERSION_PATCH 0
-#define CLCNN_VERSION_STRING "0.1.0"
+#define CLCNN_VERSION_STRING "0.2.0"
 /* One number for comparisons: major*10000 + minor*100 + patch. */
 #define CLCNN_VERSION_NUMBER                                                                       \
     (CLCNN_VERSION_MAJOR * 10000 + CLCNN_VERSION_MINOR * 100 + CLCNN_VERSION_PATCH)
@@ -80,7 +89,8 @@ typedef struct clcnn_device_info {
 } clcnn_device_info;
 
 /* The list of visible devices: every device of every platform, filtered and ordered by a
- * CUDA_VISIBLE_DEVICES-style filter. */
+ * CUDA_VISIBLE_DEVICES-style filter. A context copies what it needs from it: the list may be
+ * freed as soon as the contexts are created. */
 typedef struct clcnn_devices clcnn_devices;
 
 /* Enumerates all OpenCL devices and applies `filter`. filter == NULL reads the environment
@@ -98,6 +108,10 @@ void clcnn_devices_free(clcnn_devices *devs);
 
 /* The last error message recorded on the list ("" when none). */
 const char *clcnn_devices_errmsg(const clcnn_devices *devs);
+
+/* The status of the last failure recorded on the list (CLCNN_SUCCESS when none;
+ * CLCNN_ERR_INVALID_ARGUMENT for NULL). Each handle has one, beside its errmsg. */
+clcnn_status clcnn_devices_errcode(const clcnn_devices *devs);
 
 /* Number of visible devices (0 for NULL). */
 int clcnn_devices_count(const clcnn_devices *devs);
@@ -122,7 +136,26 @@ size_t clcnn_devices_format(const clcnn_devices *devs, int default_index, char *
 
 typedef struct clcnn_context clcnn_context;
 
-/* Options for clcnn_context_create. Zero-initialise, then set what you need. */
+/* The GEMM backend a context uses for fully connected layers and im2col convolutions. */
+typedef enum clcnn_backend {
+    CLCNN_BACKEND_DEFAULT = 0, /* as CLCNN_BACKEND says, else per device type: cpu on CPU
+                                  devices, clblast elsewhere */
+    CLCNN_BACKEND_CPU,         /* kernels shaped for CPU devices (8x32 register tiles) */
+    CLCNN_BACKEND_OPENCL,      /* portable register-blocked kernels */
+    CLCNN_BACKEND_CLBLAST,     /* CLBlast */
+    CLCNN_BACKEND_GPU          /* kernels shaped for GPUs (local-memory tiles, 16x16 groups) */
+} clcnn_backend;
+
+/* How convolutions run. */
+typedef enum clcnn_conv_algo {
+    CLCNN_CONV_ALGO_DEFAULT = 0, /* as CLCNN_CONV_ALGO says, else rules per device */
+    CLCNN_CONV_ALGO_DIRECT,      /* direct kernels where the layer allows them */
+    CLCNN_CONV_ALGO_IM2COL       /* im2col + GEMM everywhere */
+} clcnn_conv_algo;
+
+/* Options for clcnn_context_create. Zero-initialise, then set what you need. A field left at 0
+ * defers to its environment variable where it has one (README.md, "Environment variables"); a
+ * field set explicitly wins, and its variable is then not read. */
 typedef struct clcnn_context_options {
     /* Profiling events on the queue (used by benchmarks). */
     int enable_profiling;
@@ -130,12 +163,17 @@ typedef struct clcnn_context_options {
     int disable_cache;
     /* Autotuning, like torch.backends.cudnn.benchmark: 0 = as the environment says
      * (CLCNN_AUTOTUNE=1 enables), 1 = on. When on, the first use of each GEMM shape (unless
-     * CLCNN_BACKEND forces a backend: cpu against opencl on CPU devices, clblast, gpu and
-     * opencl elsewhere) and of each stride-1 convolution's weight gradient times the
+     * `backend` or CLCNN_BACKEND forces one: cpu against opencl on CPU devices, clblast, gpu
+     * and opencl elsewhere) and of each stride-1 convolution's weight gradient times the
      * interchangeable kernels and keeps the fastest, in a file beside the program binaries
      * that later processes reuse. Off, fixed rules by device type choose, and runs
      * repeat bit for bit. */
     int autotune;
+    /* The GEMM backend (0 = CLCNN_BACKEND_DEFAULT). An explicit backend is never autotuned;
+     * CLCNN_BACKEND_GPU fails context creation on a device that cannot run its work-groups. */
+    clcnn_backend backend;
+    /* The convolution algorithm (0 = CLCNN_CONV_ALGO_DEFAULT). */
+    clcnn_conv_algo conv_algo;
 } clcnn_context_options;
 
 /* Creates a context on visible device `index` of `devs`: a context, an in-order queue, and
@@ -163,8 +201,9 @@ clcnn_status clcnn_context_create_from_cl(clcnn_context **out, void *cl_context,
  * not destroyed). NULL is a no-op. */
 void clcnn_context_free(clcnn_context *ctx);
 
-/* The last error message recorded on the context ("" when none). */
+/* The last error message recorded on the context ("" when none), and its status. */
 const char *clcnn_context_errmsg(const clcnn_context *ctx);
+clcnn_status clcnn_context_errcode(const clcnn_context *ctx);
 
 /* The device the context runs on. */
 clcnn_status clcnn_context_device(const clcnn_context *ctx, clcnn_device_info *info);
@@ -208,14 +247,25 @@ clcnn_status clcnn_model_create(clcnn_model **out, clcnn_context *ctx, const cha
 /* Frees the model and its device memory. NULL is a no-op. */
 void clcnn_model_free(clcnn_model *model);
 
-/* The last error message recorded on the model ("" when none). */
+/* The last error message recorded on the model ("" when none), and its status. */
 const char *clcnn_model_errmsg(const clcnn_model *model);
+clcnn_status clcnn_model_errcode(const clcnn_model *model);
 
 /* The model's canonical spec text (every layer written out, presets expanded). */
 const char *clcnn_model_spec(const clcnn_model *model);
 
 /* Number of outputs per sample (the logits of the last layer). */
 int clcnn_model_output_size(const clcnn_model *model);
+
+/* The model's plan for a batch of `batch` samples, as text: a header line, then one line per
+ * node of the graph (a spec layer, or two fused into one such as a convolution carrying the
+ * MaxPool2d(2) after it): its index, layer(s), input node(s) ("input" for the model's input),
+ * per-sample output shape, the algorithm of its forward pass, weight gradient and input
+ * gradient ("-" where a pass does not run), and the bytes of its buffers for that batch. The
+ * algorithms are chosen when the model is built, by rules per device type, unless
+ * clcnn_context_options.conv_algo or CLCNN_CONV_ALGO forces them. snprintf-style: returns the
+ * length the whole text needs; buf may be NULL when size is 0. */
+size_t clcnn_model_plan(const clcnn_model *model, int batch, char *buf, size_t size);
 
 /* Parameter tensors, in torch.nn.Sequential state_dict order ("0.weight", "0.bias", ...). */
 int clcnn_model_param_count(const clcnn_model *model);
@@ -287,7 +337,8 @@ int64_t clcnn_model_step_count(const clcnn_model *model);
 
 /* Images and labels held on a context's device as bytes (uploaded once); batches are
  * gathered, scaled to [0,1] like torchvision's ToTensor and optionally normalised on the
- * device. */
+ * device. The context must outlive the data set; models on the same context may train on it
+ * (one model at a time: it holds one epoch order). */
 typedef struct clcnn_dataset clcnn_dataset;
 
 typedef enum clcnn_dataset_format {
@@ -297,7 +348,8 @@ typedef enum clcnn_dataset_format {
     CLCNN_DATASET_FASHION_MNIST = 3
 } clcnn_dataset_format;
 
-/* Parses "cifar10", "mnist", "fashion-mnist" or "auto"; -1 when unknown. */
+/* Parses "cifar10", "mnist", "fashion-mnist" or "auto", in any case (also "cifar-10" and
+ * "fashion_mnist"); -1 when unknown or NULL. */
 int clcnn_dataset_format_parse(const char *name);
 
 /* Opens the training split (train = 1) or the test split (train = 0) of a folder: CIFAR-10
@@ -315,13 +367,18 @@ clcnn_status clcnn_dataset_from_memory(clcnn_dataset **out, clcnn_context *ctx,
                                        const uint8_t *images, const uint8_t *labels, int n,
                                        int channels, int height, int width);
 
+/* Frees the data set and its device memory (after the device has finished with it). NULL is
+ * a no-op. */
 void clcnn_dataset_free(clcnn_dataset *ds);
+/* The last error message recorded on the data set ("" when none), and its status. */
 const char *clcnn_dataset_errmsg(const clcnn_dataset *ds);
+clcnn_status clcnn_dataset_errcode(const clcnn_dataset *ds);
 
 /* Number of samples, image shape, and the format it was read as (AUTO for memory). */
 int clcnn_dataset_size(const clcnn_dataset *ds);
 void clcnn_dataset_shape(const clcnn_dataset *ds, int *channels, int *height, int *width);
 clcnn_dataset_format clcnn_dataset_format_of(const clcnn_dataset *ds);
+/* "cifar10", "mnist", "fashion-mnist" or "auto"; "unknown" for any other value. Never NULL. */
 const char *clcnn_dataset_format_name(clcnn_dataset_format format);
 
 /* Per-channel normalisation after scaling to [0,1]: (x - mean[c]) / std[c], as
@@ -333,21 +390,68 @@ clcnn_status clcnn_dataset_set_normalize(clcnn_dataset *ds, const float *mean, c
  * recreated (this is what makes --resume exact). Uploads the order (waits for it). */
 clcnn_status clcnn_dataset_set_epoch(clcnn_dataset *ds, uint64_t seed, int64_t epoch, int shuffle);
 
+/* ---------------------------------------------------------------------------------------- */
+/* Training loop                                                                              */
+
 /* One training step on samples order[first .. first+n) of the data set (see
  * clcnn_dataset_set_epoch). Nothing is copied from the host: the batch is gathered on the
  * device. Does not wait for the result (clcnn_model_last_loss does). */
 clcnn_status clcnn_model_train_dataset(clcnn_model *model, clcnn_dataset *ds, int first, int n);
 
-/* Progress callback for clcnn_model_train_epoch: called after every `every` batches and after
- * the last one, with the 1-based batch number, the epoch's batch count and that batch's
- * loss. Return non-zero to stop the epoch early (the call then returns CLCNN_SUCCESS with
- * *batches_done telling how far it got). */
+/* Progress callback: called with the 1-based batch number within the epoch, the epoch's batch
+ * count and that batch's loss (reading it waits for the device). Return non-zero to stop the
+ * epoch early (the call then returns CLCNN_SUCCESS with *batches_done telling how far it
+ * got). */
 typedef int (*clcnn_progress_fn)(void *user, int64_t batch, int64_t batches, float loss);
 
-/* One epoch over a data set: clcnn_dataset_set_epoch(ds, seed, epoch, shuffle), then batches
- * of batch_size (the last one partial) through clcnn_model_train_dataset. fn may be NULL
- * (then every is ignored and the call waits only at the end). A NaN or infinite loss seen by
- * the callback stops the epoch with CLCNN_ERR_NUMERIC. batches_done may be NULL. */
+/* Batch hook: called before each batch is gathered, with the epoch, the batch's 0-based index
+ * within the epoch and its samples, positions first .. first+n-1 of the epoch's order. It does
+ * not wait for the device. Return non-zero to stop the epoch before this batch (the call then
+ * returns CLCNN_SUCCESS; *batches_done is this batch's index, where a resumed run starts). */
+typedef int (*clcnn_batch_hook)(void *user, int64_t epoch, int64_t batch, int first, int n);
+
+/* How clcnn_model_train_epoch_v2 walks an epoch: what torch.utils.data.DataLoader's
+ * batch_size, shuffle and drop_last, its sampler's set_epoch(epoch) and a training loop's
+ * global_step and log interval say. Fill it with clcnn_train_options_defaults, then set what
+ * you need. */
+typedef struct clcnn_train_options {
+    int batch_size; /* samples per step (default 64) */
+    int shuffle;    /* 1: the order of (seed, epoch), see clcnn_dataset_set_epoch (default);
+                       0: file order */
+    int drop_last;  /* 1: skip the last batch when it is partial (default 0: train on it) */
+    uint64_t seed;  /* the shuffle's seed (default 1) */
+    int64_t epoch;  /* 0-based: picks the epoch's order, like sampler.set_epoch */
+    /* Resume mid-epoch: the batches before this one (0-based) are skipped; the rest see the
+     * same samples as in an uninterrupted epoch, so the run continues bit for bit. */
+    int64_t start_batch;
+    /* Steps taken before this call, as the caller counts them (a training loop's global_step,
+     * e.g. a checkpoint's step). progress runs after each batch that brings global_step plus
+     * the batches this call took to a multiple of `every`. */
+    int64_t global_step;
+    int64_t every;              /* steps between progress calls (default 100) */
+    clcnn_progress_fn progress; /* may be NULL */
+    void *user;                 /* passed to progress */
+    /* Called before each batch; the place for per-batch work such as augmentation or a step
+     * limit. May be NULL. */
+    clcnn_batch_hook hook;
+    void *hook_user; /* passed to hook */
+} clcnn_train_options;
+
+/* The defaults above: batch 64, shuffled with seed 1, epoch 0 from its first batch, progress
+ * every 100 steps, no callbacks. */
+void clcnn_train_options_defaults(clcnn_train_options *opts);
+
+/* One epoch over a data set as `opts` says: clcnn_dataset_set_epoch(ds, seed, epoch, shuffle),
+ * then batches of batch_size from start_batch on through clcnn_model_train_dataset, the hook
+ * before each and progress after those that reach a multiple of `every`. A NaN or infinite
+ * loss seen at a progress point stops the epoch with CLCNN_ERR_NUMERIC. Waits for the device
+ * before it returns. *batches_done (may be NULL) receives the epoch's batches taken so far,
+ * start_batch included: the start_batch that resumes the epoch where this call stopped. */
+clcnn_status clcnn_model_train_epoch_v2(clcnn_model *model, clcnn_dataset *ds,
+                                        const clcnn_train_options *opts, int64_t *batches_done);
+
+/* clcnn_model_train_epoch_v2 from batch 0 with global_step 0, drop_last 0 and no hook, with
+ * one difference: fn (may be NULL) also runs after the epoch's last batch. */
 clcnn_status clcnn_model_train_epoch(clcnn_model *model, clcnn_dataset *ds, int batch_size,
                                      uint64_t seed, int64_t epoch, int shuffle, int every,
                                      clcnn_progress_fn fn, void *user, int64_t *batches_done);
@@ -435,13 +539,16 @@ clcnn_status clcnn_checkpoint_peek(const char *path, char *spec, size_t spec_siz
  * keeps every complete record. */
 typedef struct clcnn_summary_writer clcnn_summary_writer;
 
-/* On failure *out still receives a handle (unless memory ran out) whose errmsg says why. */
+/* Opens a writer on logdir. It holds no other handle. On failure *out still receives a handle
+ * (unless memory ran out) whose errmsg says why; close it either way. */
 clcnn_status clcnn_summary_writer_open(clcnn_summary_writer **out, const char *logdir);
 clcnn_status clcnn_summary_writer_add_scalar(clcnn_summary_writer *w, const char *tag, float value,
                                              int64_t step);
 /* The event file's path ("" when not open). */
 const char *clcnn_summary_writer_path(const clcnn_summary_writer *w);
+/* The last error message recorded on the writer ("" when none), and its status. */
 const char *clcnn_summary_writer_errmsg(const clcnn_summary_writer *w);
+clcnn_status clcnn_summary_writer_errcode(const clcnn_summary_writer *w);
 /* Closes and frees; reports a failed write or close. NULL is a no-op. */
 clcnn_status clcnn_summary_writer_close(clcnn_summary_writer *w);
 

@@ -20,6 +20,15 @@ static const char *ckpt_format_v1 = "clcnn-checkpoint/1";
 #define CONTENT_KEY "content_xxh64"
 #define META_MAX 16 /* metadata pairs in either file, the content checksum included */
 
+/* The state file's name of each optimizer, indexed by clcnn_optimizer_kind (which
+ * clcnn_optimizer_check keeps in range). */
+static const char *const optimizer_names[] = {"sgd", "adam", "adamw"};
+
+/* A 64-bit checksum as the metadata holds it: 16 hex digits. out holds 17 bytes. */
+static void hex64(char *out, uint64_t h) {
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
 /* "dir/epoch_1.safetensors" -> "dir/epoch_1.state.safetensors" */
 static void state_path(const char *path, char *out, size_t size) {
     size_t n = strlen(path), ext = strlen(".safetensors");
@@ -157,7 +166,7 @@ static int add_checksum(const clcnn_st_entry *ents, int n, const char **meta, in
     int ok = content_hash(t, n, pairs, n_meta, &h);
     free(t);
     if (!ok) return -1;
-    snprintf(hex, 17, "%016llx", (unsigned long long)h);
+    hex64(hex, h);
     meta[2 * n_meta] = CONTENT_KEY;
     meta[2 * n_meta + 1] = hex;
     return n_meta + 1;
@@ -183,7 +192,7 @@ static clcnn_status verify_content(clcnn_model *m, const clcnn_st_file *f, const
     free(t);
     free(pairs);
     if (!ok) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    hex64(hex, h);
     if (!want || strcmp(want, hex) != 0)
         return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
                           "%s: the file does not match its recorded checksum (file damaged or "
@@ -206,6 +215,100 @@ static void sweep_folder(const char *path) {
     clcnn_tmp_sweep(dir, ".safetensors");
 }
 
+/* The metadata values of one save, as text. %.17g round-trips a double exactly, so a resumed
+ * run uses the same hyperparameters. */
+typedef struct ckpt_text {
+    char hash[24], epoch[24], step[24], bie[24], bs[24], seed[24], input[48], ostep[24];
+    char lr[32], mom[32], damp[32], nest[8], wd[32], b1[32], b2[32], eps[32];
+    const char *kind;
+} ckpt_text;
+
+static void format_text(const clcnn_model *m, const clcnn_checkpoint_info_v2 *info, const float *w,
+                        ckpt_text *t) {
+    hex64(t->hash, XXH64(w, m->total * sizeof *w, 0));
+    snprintf(t->epoch, sizeof t->epoch, "%" PRId64, info->epoch);
+    snprintf(t->step, sizeof t->step, "%" PRId64, info->step);
+    snprintf(t->bie, sizeof t->bie, "%" PRId64, info->batch_in_epoch);
+    snprintf(t->bs, sizeof t->bs, "%" PRId64, info->batch_size);
+    snprintf(t->seed, sizeof t->seed, "%" PRIu64, info->seed);
+    snprintf(t->input, sizeof t->input, "%dx%dx%d", m->in_c, m->in_h, m->in_w);
+    snprintf(t->ostep, sizeof t->ostep, "%" PRId64, m->step);
+    snprintf(t->lr, sizeof t->lr, "%.17g", m->opt.lr);
+    snprintf(t->mom, sizeof t->mom, "%.17g", m->opt.momentum);
+    snprintf(t->damp, sizeof t->damp, "%.17g", m->opt.dampening);
+    snprintf(t->nest, sizeof t->nest, "%d", m->opt.nesterov);
+    snprintf(t->wd, sizeof t->wd, "%.17g", m->opt.weight_decay);
+    snprintf(t->b1, sizeof t->b1, "%.17g", m->opt.beta1);
+    snprintf(t->b2, sizeof t->b2, "%.17g", m->opt.beta2);
+    snprintf(t->eps, sizeof t->eps, "%.17g", m->opt.eps);
+    t->kind = optimizer_names[m->opt.kind];
+}
+
+/* Writes the optimizer-state file (the s1./s2. tensors present and the optimizer settings)
+ * under a temporary name beside spath, into *tmp. ents and names have room for two entries a
+ * parameter. */
+static clcnn_status write_state_tmp(clcnn_model *m, const char *spath, const float *s1,
+                                    const float *s2, const ckpt_text *t, clcnn_st_entry *ents,
+                                    char (*names)[48], char **tmp) {
+    char hex[24];
+    int n = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        if (s1) {
+            snprintf(names[n], sizeof names[n], "s1.%s", m->params[i].name);
+            entry_for(&m->params[i], names[n], s1, &ents[n]), n++;
+        }
+        if (s2) {
+            snprintf(names[n], sizeof names[n], "s2.%s", m->params[i].name);
+            entry_for(&m->params[i], names[n], s2, &ents[n]), n++;
+        }
+    }
+    /* clang-format off */
+    const char *meta[2 * META_MAX] = {
+        "format",         ckpt_format,
+        "weights_xxh64",  t->hash,
+        "optimizer",      t->kind,
+        "optimizer_step", t->ostep,
+        "lr",             t->lr,
+        "momentum",       t->mom,
+        "dampening",      t->damp,
+        "nesterov",       t->nest,
+        "weight_decay",   t->wd,
+        "beta1",          t->b1,
+        "beta2",          t->b2,
+        "eps",            t->eps,
+        "epoch",          t->epoch,
+        "step",           t->step};
+    /* clang-format on */
+    int nm = add_checksum(ents, n, meta, 14, hex);
+    if (nm < 0) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    return clcnn_st_write_tmp(spath, ents, n, meta, nm, tmp, &m->err);
+}
+
+/* Writes the weights file (every parameter from w, the model and the position in the run)
+ * under a temporary name beside path, into *tmp. ents has room for one entry a parameter. */
+static clcnn_status write_weights_tmp(clcnn_model *m, const char *path, const float *w,
+                                      const ckpt_text *t, clcnn_st_entry *ents, char **tmp) {
+    char hex[24];
+    for (int i = 0; i < m->n_params; i++)
+        entry_for(&m->params[i], m->params[i].name, w, &ents[i]);
+    /* clang-format off */
+    const char *meta[2 * META_MAX] = {
+        "format",         ckpt_format,
+        "spec",           m->spec,
+        "input",          t->input,
+        "epoch",          t->epoch,
+        "step",           t->step,
+        "batch_in_epoch", t->bie,
+        "batch_size",     t->bs,
+        "seed",           t->seed,
+        "weights_xxh64",  t->hash,
+        "clcnn_version",  clcnn_version()};
+    /* clang-format on */
+    int nm = add_checksum(ents, m->n_params, meta, 10, hex);
+    if (nm < 0) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    return clcnn_st_write_tmp(path, ents, m->n_params, meta, nm, tmp, &m->err);
+}
+
 clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *m, const char *path,
                                             const clcnn_checkpoint_info_v2 *info) {
     clcnn_status st;
@@ -213,9 +316,8 @@ clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *m, const char *path,
     clcnn_st_entry *ents = NULL;
     char(*names)[48] = NULL;
     char *stmp = NULL, *wtmp = NULL;
-    char spath[4200], hash[24], epoch[24], step[24], bie[24], seed[24], input[48], ostep[24];
-    char lr[32], mom[32], damp[32], nest[8], wd[32], b1[32], b2[32], eps[32], bs[24];
-    char shex[24], whex[24];
+    char spath[4200];
+    ckpt_text t;
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!path || !info) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL argument");
     if (info->epoch < 0 || info->step < 0 || info->batch_in_epoch < 0 || info->batch_size < 0)
@@ -230,93 +332,15 @@ clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *m, const char *path,
         st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
         goto done;
     }
-    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)XXH64(w, m->total * sizeof *w, 0));
-    snprintf(epoch, sizeof epoch, "%" PRId64, info->epoch);
-    snprintf(step, sizeof step, "%" PRId64, info->step);
-    snprintf(bie, sizeof bie, "%" PRId64, info->batch_in_epoch);
-    snprintf(bs, sizeof bs, "%" PRId64, info->batch_size);
-    snprintf(seed, sizeof seed, "%" PRIu64, info->seed);
-    snprintf(input, sizeof input, "%dx%dx%d", m->in_c, m->in_h, m->in_w);
-    snprintf(ostep, sizeof ostep, "%" PRId64, m->step);
-    /* %.17g round-trips a double exactly, so a resumed run uses the same hyperparameters. */
-    snprintf(lr, sizeof lr, "%.17g", m->opt.lr);
-    snprintf(mom, sizeof mom, "%.17g", m->opt.momentum);
-    snprintf(damp, sizeof damp, "%.17g", m->opt.dampening);
-    snprintf(nest, sizeof nest, "%d", m->opt.nesterov);
-    snprintf(wd, sizeof wd, "%.17g", m->opt.weight_decay);
-    snprintf(b1, sizeof b1, "%.17g", m->opt.beta1);
-    snprintf(b2, sizeof b2, "%.17g", m->opt.beta2);
-    snprintf(eps, sizeof eps, "%.17g", m->opt.eps);
-    const char *kind = m->opt.kind == CLCNN_OPTIMIZER_SGD    ? "sgd"
-                       : m->opt.kind == CLCNN_OPTIMIZER_ADAM ? "adam"
-                                                             : "adamw";
+    format_text(m, info, w, &t);
     /* Both files are written and fsync'd under temporary names before either replaces its
      * predecessor, so a failed write (disk full) leaves an existing pair at these paths whole
      * and loadable. Then the state is renamed first: a crash between the two renames leaves an
      * old weights file whose hash no longer matches, which a resume refuses, never a silent
      * mix. */
-    int n = 0;
-    for (int i = 0; i < m->n_params; i++) {
-        if (s1) {
-            snprintf(names[n], sizeof names[n], "s1.%s", m->params[i].name);
-            entry_for(&m->params[i], names[n], s1, &ents[n]), n++;
-        }
-        if (s2) {
-            snprintf(names[n], sizeof names[n], "s2.%s", m->params[i].name);
-            entry_for(&m->params[i], names[n], s2, &ents[n]), n++;
-        }
-    }
-    const char *smeta[2 * META_MAX] = {"format",
-                                       ckpt_format,
-                                       "weights_xxh64",
-                                       hash,
-                                       "optimizer",
-                                       kind,
-                                       "optimizer_step",
-                                       ostep,
-                                       "lr",
-                                       lr,
-                                       "momentum",
-                                       mom,
-                                       "dampening",
-                                       damp,
-                                       "nesterov",
-                                       nest,
-                                       "weight_decay",
-                                       wd,
-                                       "beta1",
-                                       b1,
-                                       "beta2",
-                                       b2,
-                                       "eps",
-                                       eps,
-                                       "epoch",
-                                       epoch,
-                                       "step",
-                                       step};
-    int ns = add_checksum(ents, n, smeta, 14, shex);
-    if (ns < 0) {
-        st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-        goto done;
-    }
     state_path(path, spath, sizeof spath);
-    st = clcnn_st_write_tmp(spath, ents, n, smeta, ns, &stmp, &m->err);
-    if (st) goto done;
-    for (int i = 0; i < m->n_params; i++)
-        entry_for(&m->params[i], m->params[i].name, w, &ents[i]);
-    const char *meta[2 * META_MAX] = {
-        "format",        ckpt_format, "spec",           m->spec,
-        "input",         input,       "epoch",          epoch,
-        "step",          step,        "batch_in_epoch", bie,
-        "batch_size",    bs,          "seed",           seed,
-        "weights_xxh64", hash,        "clcnn_version",  clcnn_version()};
-    int nw = add_checksum(ents, m->n_params, meta, 10, whex);
-    if (nw < 0) {
-        st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-        goto done;
-    }
-    st = clcnn_st_write_tmp(path, ents, m->n_params, meta, nw, &wtmp, &m->err);
-    if (st) goto done;
+    if ((st = write_state_tmp(m, spath, s1, s2, &t, ents, names, &stmp))) goto done;
+    if ((st = write_weights_tmp(m, path, w, &t, ents, &wtmp))) goto done;
     st = clcnn_st_commit(stmp, spath, &m->err);
     free(stmp);
     stmp = NULL;
@@ -452,7 +476,7 @@ static clcnn_status load_weights_from(clcnn_model *m, const clcnn_st_file *f, co
 static clcnn_status verify_weights(clcnn_model *m, const clcnn_st_file *f, const char *path,
                                    const float *w, char hash[24]) {
     const char *want = clcnn_st_meta(f, "weights_xxh64");
-    snprintf(hash, 24, "%016llx", (unsigned long long)XXH64(w, m->total * sizeof *w, 0));
+    hex64(hash, XXH64(w, m->total * sizeof *w, 0));
     if (!want || strcmp(want, hash) != 0)
         return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
                           "%s: the weights do not match their recorded checksum (file damaged "
@@ -519,14 +543,14 @@ static clcnn_status read_optimizer(clcnn_model *m, const clcnn_st_file *s, const
     const char *kind = clcnn_st_meta(s, "optimizer");
     char shown[CLCNN_SHOWN_MAX + 4];
     clcnn_error e;
-    int ok = 1;
+    int ok = 1, k = 0;
     clcnn_optimizer_defaults(o, CLCNN_OPTIMIZER_SGD);
-    if (!kind || (strcmp(kind, "sgd") && strcmp(kind, "adam") && strcmp(kind, "adamw")))
+    while (kind && k < 3 && strcmp(kind, optimizer_names[k]) != 0)
+        k++;
+    if (!kind || k == 3)
         return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: unknown optimizer '%s'", spath,
                           clcnn_shown(kind ? kind : "", CLCNN_SHOWN_MAX, shown));
-    o->kind = !strcmp(kind, "sgd")    ? CLCNN_OPTIMIZER_SGD
-              : !strcmp(kind, "adam") ? CLCNN_OPTIMIZER_ADAM
-                                      : CLCNN_OPTIMIZER_ADAMW;
+    o->kind = (clcnn_optimizer_kind)k;
     o->lr = meta_f64(s, "lr", &ok);
     o->momentum = meta_f64(s, "momentum", &ok);
     o->dampening = meta_f64(s, "dampening", &ok);
@@ -576,95 +600,113 @@ static clcnn_status read_states(clcnn_model *m, const clcnn_st_file *s, const ch
     return CLCNN_SUCCESS;
 }
 
+/* Whether f is a /2 clcnn checkpoint of this model, with a message that says what to do when
+ * it is not. */
+static clcnn_status check_checkpoint(clcnn_model *m, const clcnn_st_file *f, const char *path) {
+    const char *fmt = clcnn_st_meta(f, "format"), *spec = clcnn_st_meta(f, "spec");
+    char a[200], b[200];
+    if (fmt && !strcmp(fmt, ckpt_format_v1))
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
+                          "%s was written by an older clcnn (%s), whose checksum covers only the "
+                          "weights; it cannot be resumed, but --init loads its weights",
+                          path, ckpt_format_v1);
+    if (!fmt || strcmp(fmt, ckpt_format) != 0)
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
+                          "%s is not a clcnn checkpoint (no format '%s' in its metadata); use "
+                          "--init for plain weights",
+                          path, ckpt_format);
+    if (!spec || strcmp(spec, m->spec) != 0)
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s holds the model '%s', not '%s'", path,
+                          clcnn_shown(spec ? spec : "?", 160, a), clcnn_shown(m->spec, 160, b));
+    return CLCNN_SUCCESS;
+}
+
+/* The position in the run recorded in a weights file. */
+static clcnn_status read_position(clcnn_model *m, const clcnn_st_file *f, const char *path,
+                                  clcnn_checkpoint_info_v2 *at) {
+    int ok = 1;
+    at->epoch = meta_i64(f, "epoch", &ok);
+    at->step = meta_i64(f, "step", &ok);
+    at->batch_in_epoch = meta_i64(f, "batch_in_epoch", &ok);
+    at->seed = (uint64_t)meta_i64(f, "seed", &ok);
+    at->batch_size = meta_i64(f, "batch_size", &ok);
+    if (!ok || at->epoch < 0 || at->step < 0 || at->batch_in_epoch < 0 || at->batch_size < 0)
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: bad epoch/step/seed metadata", path);
+    return CLCNN_SUCCESS;
+}
+
+/* Reads and checks the optimizer-state file that belongs to the weights file at path (whose
+ * weights have the XXH64 hash): the optimizer settings, its step count and its state tensors
+ * into host (freed by the caller, like s). */
+static clcnn_status read_state_file(clcnn_model *m, clcnn_st_file *s, const char *path,
+                                    const char *hash, clcnn_optimizer_options *o, int64_t *ostep,
+                                    float *host[2]) {
+    char spath[4200];
+    clcnn_status st;
+    state_path(path, spath, sizeof spath);
+    if ((st = clcnn_st_read_max(s, spath, max_file_bytes(m), &m->err))) return st;
+    const char *sh = clcnn_st_meta(s, "weights_xxh64"), *sfmt = clcnn_st_meta(s, "format");
+    if (!sh || strcmp(sh, hash) != 0)
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
+                          "%s does not belong to %s (weights checksum differs): the pair is from "
+                          "two different saves",
+                          spath, path);
+    if ((st = read_optimizer(m, s, spath, o, ostep))) return st;
+    if ((st = read_states(m, s, spath, clcnn_optimizer_states(o), host))) return st;
+    if (!sfmt || strcmp(sfmt, ckpt_format) != 0)
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: not a clcnn optimizer-state file", spath);
+    return verify_content(m, s, spath);
+}
+
+/* The commit of a load: new device buffers for the weights w and the first `states` state
+ * arrays of host (a failure there leaves the model as it was), then they replace the model's. */
+static clcnn_status swap_in(clcnn_model *m, const float *w, float *const host[2], int states) {
+    cl_mem fresh[3] = {NULL, NULL, NULL}; /* parameters, state 1, state 2 */
+    cl_mem *slots[3] = {&m->p, &m->s1, &m->s2};
+    clcnn_status st;
+    if ((st = upload_new(m, &fresh[0], w, "parameters"))) goto fail;
+    for (int k = 0; k < states; k++)
+        if ((st = upload_new(m, &fresh[k + 1], host[k], "optimizer state"))) goto fail;
+    for (int k = 0; k < 3; k++) {
+        if (*slots[k]) clReleaseMemObject(*slots[k]);
+        *slots[k] = fresh[k];
+    }
+    return CLCNN_SUCCESS;
+fail:
+    for (int k = 0; k < 3; k++)
+        if (fresh[k]) clReleaseMemObject(fresh[k]);
+    return st;
+}
+
 clcnn_status clcnn_model_load_checkpoint_v2(clcnn_model *m, const char *path,
                                             clcnn_checkpoint_info_v2 *info) {
     clcnn_st_file f = {0}, s = {0};
     float *w = NULL, *host[2] = {NULL, NULL};
-    cl_mem fresh[3] = {NULL, NULL, NULL}; /* parameters, state 1, state 2 */
-    char spath[4200], hash[24], a[200], b[200];
+    char hash[24];
     clcnn_checkpoint_info_v2 at;
     clcnn_optimizer_options o;
     int64_t ostep = 0;
     clcnn_status st;
-    int ok = 1;
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!path || !info) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL argument");
     /* Everything is read and checked into host memory first; the model changes only at the
      * end, when nothing can fail but the device itself. */
     if ((st = clcnn_st_read_max(&f, path, max_file_bytes(m), &m->err))) goto done;
-    const char *fmt = clcnn_st_meta(&f, "format"), *spec = clcnn_st_meta(&f, "spec");
-    if (fmt && !strcmp(fmt, ckpt_format_v1)) {
-        st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
-                        "%s was written by an older clcnn (%s), whose checksum covers only the "
-                        "weights; it cannot be resumed, but --init loads its weights",
-                        path, ckpt_format_v1);
-        goto done;
-    }
-    if (!fmt || strcmp(fmt, ckpt_format) != 0) {
-        st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
-                        "%s is not a clcnn checkpoint (no format '%s' in its metadata); use "
-                        "--init for plain weights",
-                        path, ckpt_format);
-        goto done;
-    }
-    if (!spec || strcmp(spec, m->spec) != 0) {
-        st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s holds the model '%s', not '%s'", path,
-                        clcnn_shown(spec ? spec : "?", 160, a), clcnn_shown(m->spec, 160, b));
-        goto done;
-    }
+    if ((st = check_checkpoint(m, &f, path))) goto done;
     if (!(w = malloc(m->total * sizeof *w + 4))) {
         st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
         goto done;
     }
     if ((st = load_weights_from(m, &f, path, w))) goto done;
     if ((st = verify_weights(m, &f, path, w, hash))) goto done;
-    at.epoch = meta_i64(&f, "epoch", &ok);
-    at.step = meta_i64(&f, "step", &ok);
-    at.batch_in_epoch = meta_i64(&f, "batch_in_epoch", &ok);
-    at.seed = (uint64_t)meta_i64(&f, "seed", &ok);
-    at.batch_size = meta_i64(&f, "batch_size", &ok);
-    if (!ok || at.epoch < 0 || at.step < 0 || at.batch_in_epoch < 0 || at.batch_size < 0) {
-        st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: bad epoch/step/seed metadata", path);
-        goto done;
-    }
+    if ((st = read_position(m, &f, path, &at))) goto done;
     if ((st = verify_content(m, &f, path))) goto done;
-
-    state_path(path, spath, sizeof spath);
-    if ((st = clcnn_st_read_max(&s, spath, max_file_bytes(m), &m->err))) goto done;
-    const char *sh = clcnn_st_meta(&s, "weights_xxh64"), *sfmt = clcnn_st_meta(&s, "format");
-    if (!sh || strcmp(sh, hash) != 0) {
-        st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
-                        "%s does not belong to %s (weights checksum differs): the pair is from "
-                        "two different saves",
-                        spath, path);
-        goto done;
-    }
-    if ((st = read_optimizer(m, &s, spath, &o, &ostep))) goto done;
-    int states = clcnn_optimizer_states(&o);
-    if ((st = read_states(m, &s, spath, states, host))) goto done;
-    if (!sfmt || strcmp(sfmt, ckpt_format) != 0) {
-        st = clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: not a clcnn optimizer-state file", spath);
-        goto done;
-    }
-    if ((st = verify_content(m, &s, spath))) goto done;
-
-    /* Commit: new device buffers first (a failure there leaves the model as it was), then
-     * swap them in. */
-    if ((st = upload_new(m, &fresh[0], w, "parameters"))) goto done;
-    for (int k = 0; k < states; k++)
-        if ((st = upload_new(m, &fresh[k + 1], host[k], "optimizer state"))) goto done;
-    cl_mem *slots[3] = {&m->p, &m->s1, &m->s2};
-    for (int k = 0; k < 3; k++) {
-        if (*slots[k]) clReleaseMemObject(*slots[k]);
-        *slots[k] = fresh[k];
-        fresh[k] = NULL;
-    }
+    if ((st = read_state_file(m, &s, path, hash, &o, &ostep, host))) goto done;
+    if ((st = swap_in(m, w, host, clcnn_optimizer_states(&o)))) goto done;
     m->opt = o;
     m->step = ostep;
     *info = at;
 done:
-    for (int k = 0; k < 3; k++)
-        if (fresh[k]) clReleaseMemObject(fresh[k]);
     free(w);
     free(host[0]);
     free(host[1]);
@@ -686,7 +728,7 @@ clcnn_status clcnn_model_load_checkpoint(clcnn_model *m, const char *path,
 clcnn_status clcnn_checkpoint_peek(const char *path, char *spec, size_t spec_size, int *c, int *h,
                                    int *w, char *err, size_t errsize) {
     clcnn_st_file f = {0};
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     clcnn_status st;
     int cc = 0, hh = 0, ww = 0;
     if (!path) return CLCNN_ERR_INVALID_ARGUMENT;

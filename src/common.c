@@ -4,10 +4,12 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 clcnn_status clcnn_fail(clcnn_error *e, clcnn_status st, const char *fmt, ...) {
     if (e) {
         va_list ap;
+        e->code = st;
         va_start(ap, fmt);
         vsnprintf(e->msg, sizeof e->msg, fmt, ap);
         va_end(ap);
@@ -30,6 +32,12 @@ const char *clcnn_shown(const char *s, size_t max, char *buf) {
     }
     buf[i] = '\0';
     return buf;
+}
+
+double clcnn_now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 void clcnn_assert_fail(const char *expr, const char *file, int line) {
@@ -129,4 +137,12 @@ const char *clcnn_status_str(clcnn_status status) {
     }
     if ((int)status < 0 && (int)status > -2000) return clcnn_cl_error_name((int)status);
     return "CLCNN_UNKNOWN_STATUS";
+}
+
+void clcnn_appendf(char *buf, size_t size, size_t *used, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(*used < size ? buf + *used : NULL, *used < size ? size - *used : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0) *used += (size_t)n;
 }

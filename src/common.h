@@ -8,14 +8,16 @@
 
 #include "clcnn.h"
 
-/* An error slot: the library writes one human-readable line here and returns a status.
- * Handles own one; free functions take a pointer to one. */
+/* An error slot: the library writes one human-readable line and the status here and returns
+ * the status. Handles own one (their `*_errmsg()` and `*_errcode()` read it); free functions
+ * take a pointer to one. A zeroed slot means no failure (code CLCNN_SUCCESS, msg ""). */
 typedef struct clcnn_error {
-    char msg[1024];
+    char msg[1024];    /* first, so that `clcnn_error e = {{0}}` and `= {""}` initialise it */
+    clcnn_status code; /* CLCNN_SUCCESS until a failure is recorded */
 } clcnn_error;
 
-/* Formats msg into e (when e is not NULL) and returns st, so callers can write
- * `return clcnn_fail(e, CLCNN_ERR_FORMAT, "%s: truncated", path);`. */
+/* Formats msg into e and records st as e->code (when e is not NULL), and returns st, so
+ * callers can write `return clcnn_fail(e, CLCNN_ERR_FORMAT, "%s: truncated", path);`. */
 clcnn_status clcnn_fail(clcnn_error *e, clcnn_status st, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
@@ -27,6 +29,15 @@ clcnn_status clcnn_fail(clcnn_error *e, clcnn_status st, const char *fmt, ...)
  * "..." when it was cut. buf holds max + 4 bytes. Returns buf. */
 const char *clcnn_shown(const char *s, size_t max, char *buf);
 #define CLCNN_SHOWN_MAX 64 /* the usual max for names */
+
+/* Seconds on CLOCK_MONOTONIC (unaffected by changes of the wall clock), for durations. */
+/* snprintf at buf + *used (what is left of size), adding to *used the length the full text needs,
+ * so a caller formats piece by piece and returns *used as snprintf would; buf may be NULL when
+ * size is 0. */
+void clcnn_appendf(char *buf, size_t size, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+double clcnn_now_seconds(void);
 
 /* Name of an OpenCL error code ("CL_OUT_OF_RESOURCES"), or "CL_UNKNOWN_ERROR". */
 const char *clcnn_cl_error_name(int code);

@@ -1,22 +1,11 @@
-/* Data sets on the device: bytes uploaded once, batches gathered and scaled by a kernel, the
- * epoch order derived from (seed, epoch) so that any epoch can be replayed exactly. */
+/* Data sets on the device: bytes uploaded once (batches are gathered from them by train.c),
+ * the epoch order derived from (seed, epoch) so that any epoch can be replayed exactly. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/dataset.h"
-#include "model.h"
+#include "data/device_dataset.h"
 #include "rng.h"
-
-struct clcnn_dataset {
-    clcnn_error err;
-    clcnn_context *ctx;
-    clcnn_dataset_format format;
-    int n, c, h, w;
-    int max_label;
-    cl_mem images, labels, order, norm;
-    int *host_order;
-};
 
 static clcnn_status ds_cl_fail(clcnn_dataset *ds, cl_int rc, const char *what) {
     return clcnn_fail(&ds->err, (clcnn_status)rc, "%s failed: %s", what, clcnn_cl_error_name(rc));
@@ -77,27 +66,18 @@ static clcnn_status create(clcnn_dataset **out, clcnn_context *ctx) {
     return CLCNN_SUCCESS;
 }
 
-int clcnn_dataset_format_parse(const char *name) {
-    int f = name ? clcnn_data_format_parse(name) : -1;
-    return f;
-}
-
-const char *clcnn_dataset_format_name(clcnn_dataset_format format) {
-    return clcnn_data_format_name((clcnn_data_format)format);
-}
-
 clcnn_status clcnn_dataset_open(clcnn_dataset **out, clcnn_context *ctx, const char *dir,
                                 clcnn_dataset_format format, int train) {
     clcnn_dataset *ds;
     clcnn_host_dataset host = {0};
-    clcnn_data_format fmt = (clcnn_data_format)format;
+    clcnn_dataset_format fmt = format;
     clcnn_status st = create(out, ctx);
     if (st) return st;
     ds = *out;
     if (!dir) return clcnn_fail(&ds->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL data folder");
-    if (fmt == CLCNN_DATA_AUTO && (st = clcnn_data_detect(dir, &fmt, &ds->err))) return st;
+    if (fmt == CLCNN_DATASET_AUTO && (st = clcnn_data_detect(dir, &fmt, &ds->err))) return st;
     if ((st = clcnn_data_load(dir, fmt, train, &host, &ds->err))) return st;
-    ds->format = (clcnn_dataset_format)fmt;
+    ds->format = fmt;
     ds->n = host.n, ds->c = host.c, ds->h = host.h, ds->w = host.w;
     st = finish(ds, host.images, host.labels);
     clcnn_host_dataset_free(&host);
@@ -132,6 +112,10 @@ void clcnn_dataset_free(clcnn_dataset *ds) {
 
 const char *clcnn_dataset_errmsg(const clcnn_dataset *ds) {
     return ds ? ds->err.msg : "NULL data set";
+}
+
+clcnn_status clcnn_dataset_errcode(const clcnn_dataset *ds) {
+    return ds ? ds->err.code : CLCNN_ERR_INVALID_ARGUMENT;
 }
 
 int clcnn_dataset_size(const clcnn_dataset *ds) {
@@ -184,111 +168,5 @@ clcnn_status clcnn_dataset_set_epoch(clcnn_dataset *ds, uint64_t seed, int64_t e
     cl_int rc = clEnqueueWriteBuffer(ds->ctx->queue, ds->order, CL_TRUE, 0,
                                      (size_t)ds->n * sizeof(int), ds->host_order, 0, NULL, NULL);
     if (rc != CL_SUCCESS) return ds_cl_fail(ds, rc, "uploading the sample order");
-    return CLCNN_SUCCESS;
-}
-
-/* Gathers samples [first, first+n) (through the order when use_order) into the model's
- * input and label buffers. */
-static clcnn_status stage(clcnn_model *m, clcnn_dataset *ds, int first, int n, int use_order) {
-    clcnn_status st;
-    if (!m || !ds) return CLCNN_ERR_INVALID_ARGUMENT;
-    if (ds->ctx != m->ctx)
-        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
-                          "the data set and the model belong to different contexts");
-    if (ds->c != m->in_c || ds->h != m->in_h || ds->w != m->in_w)
-        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
-                          "the data set's images are %d x %d x %d but the model takes %d x %d x %d",
-                          ds->c, ds->h, ds->w, m->in_c, m->in_h, m->in_w);
-    if (ds->max_label >= m->out_size)
-        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
-                          "the data set has label %d but the model has only %d outputs",
-                          ds->max_label, m->out_size);
-    if (n <= 0 || first < 0 || first > ds->n - n)
-        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
-                          "samples %d..%d are outside the data set of %d", first, first + n - 1,
-                          ds->n);
-    if ((st = clcnn_model_reserve(m, n))) return st;
-    clcnn_kern *k = clcnn_kernel_must(m->ctx, "gather_batch");
-    int hw = ds->h * ds->w;
-    clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, m->act[0]);
-    CLCNN_ARG(&a, m->labels);
-    CLCNN_ARG(&a, ds->images);
-    CLCNN_ARG(&a, ds->labels);
-    CLCNN_ARG(&a, ds->order);
-    CLCNN_ARG(&a, use_order);
-    CLCNN_ARG(&a, first);
-    CLCNN_ARG(&a, n);
-    CLCNN_ARG(&a, ds->c);
-    CLCNN_ARG(&a, hw);
-    CLCNN_ARG(&a, ds->norm);
-    st = clcnn_launch1d(m->ctx, k, &a, (size_t)n * ds->c * hw);
-    if (st) memcpy(m->err.msg, m->ctx->err.msg, sizeof m->err.msg);
-    return st;
-}
-
-clcnn_status clcnn_model_train_dataset(clcnn_model *m, clcnn_dataset *ds, int first, int n) {
-    clcnn_status st = stage(m, ds, first, n, 1);
-    if (st) return st;
-    return clcnn_model_train_staged(m, n);
-}
-
-clcnn_status clcnn_model_evaluate(clcnn_model *m, clcnn_dataset *ds, int batch_size,
-                                  double *mean_loss, int *correct) {
-    clcnn_status st;
-    if (!m || !ds) return CLCNN_ERR_INVALID_ARGUMENT;
-    if (batch_size <= 0)
-        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "batch size %d", batch_size);
-    for (int first = 0; first < ds->n; first += batch_size) {
-        int n = ds->n - first < batch_size ? ds->n - first : batch_size;
-        if ((st = stage(m, ds, first, n, 0))) return st;
-        if ((st = clcnn_model_forward(m, n))) return st;
-        if ((st = clcnn_model_loss(m, n, 0, 1, first > 0))) return st;
-    }
-    float sum = 0;
-    int hits = 0;
-    if ((st = clcnn_model_read_acc(m, &sum, &hits))) return st;
-    if (mean_loss) *mean_loss = (double)sum / ds->n;
-    if (correct) *correct = hits;
-    m->last_n = 0; /* the accumulators now hold a sum, not a batch's mean */
-    return CLCNN_SUCCESS;
-}
-
-clcnn_status clcnn_model_train_epoch(clcnn_model *m, clcnn_dataset *ds, int batch_size,
-                                     uint64_t seed, int64_t epoch, int shuffle, int every,
-                                     clcnn_progress_fn fn, void *user, int64_t *batches_done) {
-    clcnn_status st;
-    if (batches_done) *batches_done = 0;
-    if (!m || !ds) return CLCNN_ERR_INVALID_ARGUMENT;
-    if (batch_size <= 0 || (fn && every <= 0))
-        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
-                          "batch size %d and report interval %d must be positive", batch_size,
-                          every);
-    if ((st = clcnn_dataset_set_epoch(ds, seed, epoch, shuffle))) {
-        memcpy(m->err.msg, ds->err.msg, sizeof m->err.msg);
-        return st;
-    }
-    int64_t nb = (ds->n + batch_size - 1) / batch_size;
-    for (int64_t b = 0; b < nb; b++) {
-        int first = (int)(b * batch_size),
-            n = ds->n - first < batch_size ? ds->n - first : batch_size;
-        if ((st = clcnn_model_train_dataset(m, ds, first, n))) return st;
-        if (batches_done) *batches_done = b + 1;
-        if (fn && ((b + 1) % every == 0 || b + 1 == nb)) {
-            float loss = 0;
-            if ((st = clcnn_model_last_loss(m, &loss, NULL))) return st;
-            if (!isfinite(loss))
-                return clcnn_fail(
-                    &m->err, CLCNN_ERR_NUMERIC, "the loss is %s at batch %lld of epoch %lld",
-                    isnan(loss) ? "NaN" : "infinite", (long long)(b + 1), (long long)epoch);
-            if (fn(user, b + 1, nb, loss)) break;
-        }
-    }
-    if (!fn) {
-        cl_int rc = clFinish(m->ctx->queue);
-        if (rc != CL_SUCCESS)
-            return clcnn_fail(&m->err, (clcnn_status)rc, "clFinish failed: %s",
-                              clcnn_cl_error_name(rc));
-    }
     return CLCNN_SUCCESS;
 }

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "env.h"
+
 typedef struct device_entry {
     cl_platform_id platform;
     cl_device_id device;
@@ -251,7 +253,7 @@ static clcnn_status finish_create(clcnn_devices *d, const char *filter) {
     clcnn_status st;
     d->visible = calloc((size_t)d->n_all + 1, sizeof *d->visible);
     if (!d->visible) return clcnn_fail(&d->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-    if (!filter) filter = getenv("CLCNN_VISIBLE_DEVICES");
+    if (!filter) filter = clcnn_env_visible_devices();
     if (!filter) {
         for (int i = 0; i < d->n_all; i++)
             d->visible[i] = i;
@@ -299,6 +301,10 @@ const char *clcnn_devices_errmsg(const clcnn_devices *d) {
     return d ? d->err.msg : "NULL device list";
 }
 
+clcnn_status clcnn_devices_errcode(const clcnn_devices *d) {
+    return d ? d->err.code : CLCNN_ERR_INVALID_ARGUMENT;
+}
+
 int clcnn_devices_count(const clcnn_devices *d) {
     return d ? d->n_visible : 0;
 }
@@ -336,7 +342,7 @@ clcnn_status clcnn_devices_select(clcnn_devices *d, int platform, int device, in
     char vis[700];
     if (!d || !index) return CLCNN_ERR_INVALID_ARGUMENT;
     if (d->n_visible == 0) {
-        const char *f = getenv("CLCNN_VISIBLE_DEVICES");
+        const char *f = clcnn_env_visible_devices();
         if (d->n_all == 0)
             return clcnn_fail(&d->err, CLCNN_ERR_NO_DEVICE,
                               "no OpenCL device found (is an ICD such as pocl-opencl-icd "
@@ -380,27 +386,18 @@ clcnn_status clcnn_devices_select(clcnn_devices *d, int platform, int device, in
     return CLCNN_SUCCESS;
 }
 
-/* snprintf into a growing position, counting what the full output would need. */
-static void put(char *buf, size_t size, size_t *used, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(*used < size ? buf + *used : NULL, *used < size ? size - *used : 0, fmt, ap);
-    va_end(ap);
-    if (n > 0) *used += (size_t)n;
-}
-
 size_t clcnn_devices_format(const clcnn_devices *d, int default_index, char *buf, size_t size) {
     size_t used = 0;
     if (buf && size) buf[0] = '\0';
     if (!d) return 0;
-    put(buf, size, &used, "%-3s %-5s %-11s %-40s %-20s %-28s %-26s %-13s %-12s %4s %10s %6s %s\n",
+    clcnn_appendf(buf, size, &used, "%-3s %-5s %-11s %-40s %-20s %-28s %-26s %-13s %-12s %4s %10s %6s %s\n",
         "#", "P:D", "Type", "Device", "Vendor", "Platform", "Platform version", "OpenCL C",
         "Driver", "CUs", "Memory", "MaxWG", "Default");
     for (int i = 0; i < d->n_visible; i++) {
         const clcnn_device_info *in = &d->all[d->visible[i]].info;
         char pd[24];
         snprintf(pd, sizeof pd, "%d:%d", in->platform_index, in->device_index);
-        put(buf, size, &used,
+        clcnn_appendf(buf, size, &used,
             "%-3d %-5s %-11s %-40.40s %-20.20s %-28.28s %-26.26s %-13.13s %-12.12s %4u %6.1f GiB "
             "%6zu %s\n",
             in->global_index, pd, type_word(in->type), in->name, in->vendor, in->platform_name,

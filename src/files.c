@@ -144,51 +144,79 @@ clcnn_status clcnn_tmp_rename(const char *tmp, const char *path, clcnn_error *e)
     return CLCNN_SUCCESS;
 }
 
-clcnn_status clcnn_write_file_atomic(const char *path, const void *data, size_t size, int shared,
-                                     clcnn_error *e) {
-    char *tmp = NULL;
-    int fd = -1;
-    clcnn_status st = clcnn_tmp_create(path, &tmp, &fd, e);
-    if (st) return st;
-    const unsigned char *p = data;
+/* Writes all of buf to fd, resuming after short writes and signals; 0 or an errno. */
+static int write_all(int fd, const void *buf, size_t size) {
+    const unsigned char *p = buf;
     size_t done = 0;
     while (done < size) {
         ssize_t k = write(fd, p + done, size - done);
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            st = clcnn_fail(e, CLCNN_ERR_IO, "%s: writing %s failed: %s", path, tmp,
-                            strerror(k < 0 ? errno : EIO));
-            close(fd);
-            unlink(tmp);
-            free(tmp);
-            return st;
-        }
+        if (k <= 0) return k < 0 ? errno : EIO;
         done += (size_t)k;
     }
-    if (!(st = clcnn_tmp_close(fd, tmp, path, shared, e))) st = clcnn_tmp_rename(tmp, path, e);
+    return 0;
+}
+
+clcnn_status clcnn_write_tmp(const char *path, const clcnn_piece *pieces, int n, int shared,
+                             char **tmp_out, clcnn_error *e) {
+    char *tmp = NULL;
+    int fd = -1, err = 0;
+    *tmp_out = NULL;
+    clcnn_status st = clcnn_tmp_create(path, &tmp, &fd, e);
+    if (st) return st;
+    for (int i = 0; i < n && !err; i++)
+        if (pieces[i].size) err = write_all(fd, pieces[i].data, pieces[i].size);
+    if (err) {
+        st = clcnn_fail(e, CLCNN_ERR_IO, "%s: writing %s failed: %s", path, tmp, strerror(err));
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        return st;
+    }
+    if ((st = clcnn_tmp_close(fd, tmp, path, shared, e))) {
+        free(tmp);
+        return st;
+    }
+    *tmp_out = tmp;
+    return CLCNN_SUCCESS;
+}
+
+clcnn_status clcnn_write_file_atomic(const char *path, const void *data, size_t size, int shared,
+                                     clcnn_error *e) {
+    clcnn_piece piece = {data, size};
+    char *tmp = NULL;
+    clcnn_status st = clcnn_write_tmp(path, &piece, 1, shared, &tmp, e);
+    if (!st) st = clcnn_tmp_rename(tmp, path, e);
     free(tmp);
     return st;
 }
 
 clcnn_status clcnn_mkdir_p(const char *dir, unsigned mode, clcnn_error *e) {
-    char tmp[4096];
-    size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof tmp)
-        return clcnn_fail(e, CLCNN_ERR_IO, "invalid directory name '%s'", dir);
-    memcpy(tmp, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (tmp[i] != '/' && tmp[i] != '\0') continue;
-        char c = tmp[i];
-        tmp[i] = '\0';
-        if (mkdir(tmp, (mode_t)mode) != 0 && errno != EEXIST)
-            return clcnn_fail(e, CLCNN_ERR_IO, "cannot create directory %s: %s", tmp,
-                              strerror(errno));
-        tmp[i] = c;
+    clcnn_status st = CLCNN_SUCCESS;
+    if (!dir || !*dir) return clcnn_fail(e, CLCNN_ERR_IO, "empty directory name");
+    char *p = strdup(dir);
+    if (!p) return clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "%s: out of memory", dir);
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != '\0') continue;
+        char c = *s;
+        *s = '\0';
+        if (mkdir(p, (mode_t)mode) != 0) {
+            /* mkdir reports EEXIST, or EACCES/EROFS in a read-only parent, for a component
+             * that exists; only a directory that is really there lets us go on. */
+            int err = errno;
+            struct stat sb;
+            if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+                if (err == EEXIST) err = ENOTDIR;
+                st =
+                    clcnn_fail(e, CLCNN_ERR_IO, "cannot create directory %s: %s", p, strerror(err));
+                break;
+            }
+        }
+        *s = c;
+        if (c == '\0') break;
     }
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return clcnn_fail(e, CLCNN_ERR_IO, "%s is not a directory", dir);
-    return CLCNN_SUCCESS;
+    free(p);
+    return st;
 }
 
 int clcnn_private_dir(const char *dir) {

@@ -27,12 +27,27 @@ clcnn_status clcnn_tmp_close(int fd, const char *tmp, const char *path, int shar
 /* Renames a closed temporary file over path and syncs the folder; on failure tmp is removed. */
 clcnn_status clcnn_tmp_rename(const char *tmp, const char *path, clcnn_error *e);
 
-/* Writes size bytes to path atomically: a fresh temporary file (clcnn_tmp_create), fsync,
- * rename. `shared` as for clcnn_tmp_close. */
+/* One piece of a file: size bytes at data. */
+typedef struct clcnn_piece {
+    const void *data;
+    size_t size;
+} clcnn_piece;
+
+/* The first half of an atomic replace, for callers that write several files before renaming
+ * any: writes the n pieces in order to a fresh temporary file beside path (clcnn_tmp_create)
+ * and flushes and closes it (clcnn_tmp_close, `shared` as there). *tmp receives its name
+ * (malloc'd; the caller frees it after clcnn_tmp_rename, or after removing the file). On
+ * failure *tmp is NULL and nothing is left on disk. */
+clcnn_status clcnn_write_tmp(const char *path, const clcnn_piece *pieces, int n, int shared,
+                             char **tmp, clcnn_error *e);
+
+/* Writes size bytes to path atomically: clcnn_write_tmp, then clcnn_tmp_rename. */
 clcnn_status clcnn_write_file_atomic(const char *path, const void *data, size_t size, int shared,
                                      clcnn_error *e);
 
-/* Creates dir and its missing parents (mkdir -p) with the given mode for what it creates. */
+/* Creates dir and its missing parents (mkdir -p) with the given mode for what it creates. A
+ * component that exists must be a directory (or a link to one); one that exists in a folder
+ * this process may not write to is accepted too. */
 clcnn_status clcnn_mkdir_p(const char *dir, unsigned mode, clcnn_error *e);
 
 /* Creates a private folder (mode 0700 for what is created) and checks that it is one this

@@ -1,11 +1,11 @@
-/* CrossEntropyLoss host side: per-sample kernel, then a sequential reduction (cl/layers.cl). */
-#include "layers/layers.h"
+/* CrossEntropyLoss host side: per-sample kernel, then a sequential reduction (cl/loss.cl). */
+#include "loss.h"
 
 clcnn_status clcnn_cross_entropy(clcnn_context *ctx, cl_mem loss, cl_mem correct, cl_mem glogits,
                                  cl_mem logits, int zoff, cl_mem labels, int N, int K, cl_mem acc,
                                  cl_mem acc_correct, float divisor, int accumulate) {
-    clcnn_kern *k = clcnn_kernel_must(ctx, "cross_entropy");
-    clcnn_kern *r = clcnn_kernel_must(ctx, "loss_reduce");
+    clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_cross_entropy);
+    clcnn_kern *r = clcnn_kernel(ctx, CLCNN_K_loss_reduce);
     int want_grad = glogits != NULL;
     float inv_n = 1.0f / (float)N;
     cl_mem g = glogits ? glogits : loss; /* any valid buffer: the kernel does not touch it */

@@ -7,12 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "loss.h"
+#include "plan.h"
 #include "rng.h"
-
-/* Scratch budget for the convolutions' im2col matrix: bigger batches run in chunks. A layer
- * whose whole-batch im2col fits KEEP_FLOATS keeps its own copy from the forward for the
- * backward, which saves building it twice per step. */
-enum { WORKSPACE_FLOATS = 16 << 20, KEEP_FLOATS = 64 << 20 };
 
 static clcnn_status mfail_cl(clcnn_model *m, cl_int rc, const char *what) {
     return clcnn_fail(&m->err, (clcnn_status)rc, "%s failed: %s", what, clcnn_cl_error_name(rc));
@@ -43,138 +40,23 @@ static void release(cl_mem *b) {
 }
 
 static clcnn_status fill_zero(clcnn_model *m, cl_mem buf, size_t n) {
-    clcnn_kern *k = clcnn_kernel_must(m->ctx, "fill_f32");
-    int off = 0, count = (int)n;
-    float zero = 0.0f;
-    clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, buf);
-    CLCNN_ARG(&a, off);
-    CLCNN_ARG(&a, count);
-    CLCNN_ARG(&a, zero);
-    clcnn_status st = clcnn_launch1d(m->ctx, k, &a, n);
-    if (st) memcpy(m->err.msg, m->ctx->err.msg, sizeof m->err.msg);
+    clcnn_status st = clcnn_fill(m->ctx, buf, 0, (int)n, 0.0f);
+    if (st) m->err = m->ctx->err;
     return st;
 }
 
-static void add_param(clcnn_model *m, int layer, const char *kind, int ndim, const int64_t *shape) {
-    clcnn_param *p = &m->params[m->n_params++];
-    snprintf(p->name, sizeof p->name, "%d.%s", layer, kind);
-    p->ndim = ndim;
-    p->numel = 1;
-    for (int d = 0; d < ndim; d++)
-        p->shape[d] = shape[d], p->numel *= (size_t)shape[d];
-    p->off = m->total;
-    m->total += p->numel;
-}
-
-/* Walks the layers, computing shapes and the parameter layout; errors name the layer. */
-static clcnn_status plan(clcnn_model *m) {
-    int c = m->in_c, h = m->in_h, w = m->in_w, flat = 0;
-    char where[96];
-    /* Per sample, no tensor may pass 2^28 elements (the input included): c * h * w then stays
-     * an int wherever it is formed, and a batch's buffers stay within reach of the batch check. */
-    if ((long long)c * h * w > (1LL << 28))
-        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
-                          "the input of %d x %d x %d = %lld elements per sample is too large "
-                          "(at most 2^28)",
-                          c, h, w, (long long)c * h * w);
-    m->params = calloc((size_t)m->n_layers * 2 + 1, sizeof *m->params);
-    if (!m->params) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-    for (int i = 0; i < m->n_layers; i++) {
-        clcnn_layer *L = &m->layers[i];
-        const clcnn_layer_desc *d = &L->d;
-        snprintf(where, sizeof where, "layer %d (%s, column %d)", i, clcnn_layer_kind_name(d->kind),
-                 d->pos);
-        L->in_c = c, L->in_h = h, L->in_w = w;
-        L->wparam = L->bparam = -1;
-        switch (d->kind) {
-        case CLCNN_LAYER_CONV2D:
-        case CLCNN_LAYER_MAXPOOL2D: {
-            if (flat)
-                return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
-                                  "%s needs a C x H x W input but gets %d flat features", where, c);
-            if (h + 2 * d->pad < d->kernel || w + 2 * d->pad < d->kernel)
-                return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
-                                  "%s: kernel %d is larger than its %d x %d input padded by %d",
-                                  where, d->kernel, h, w, d->pad);
-            int oh = (h + 2 * d->pad - d->kernel) / d->stride + 1;
-            int ow = (w + 2 * d->pad - d->kernel) / d->stride + 1;
-            if (d->kind == CLCNN_LAYER_CONV2D) {
-                int64_t ws[4] = {d->out, c, d->kernel, d->kernel}, bs[1] = {d->out};
-                L->conv = (clcnn_conv2d_shape){c,         h,      w,  d->out, d->kernel,
-                                               d->stride, d->pad, oh, ow,     d->bias};
-                L->wparam = m->n_params;
-                add_param(m, i, "weight", 4, ws);
-                if (d->bias) L->bparam = m->n_params, add_param(m, i, "bias", 1, bs);
-                c = d->out;
-            }
-            h = oh, w = ow;
-            break;
-        }
-        case CLCNN_LAYER_FLATTEN: c = c * h * w, h = w = 1, flat = 1; break;
-        case CLCNN_LAYER_LINEAR: {
-            if (!flat)
-                return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
-                                  "%s needs a flat input but gets %d x %d x %d: put flatten before "
-                                  "it",
-                                  where, c, h, w);
-            int64_t ws[2] = {d->out, c}, bs[1] = {d->out};
-            L->wparam = m->n_params;
-            add_param(m, i, "weight", 2, ws);
-            if (d->bias) L->bparam = m->n_params, add_param(m, i, "bias", 1, bs);
-            c = d->out;
-            break;
-        }
-        case CLCNN_LAYER_RELU: break;
-        }
-        L->out_c = c, L->out_h = h, L->out_w = w;
-        snprintf(L->label[0], sizeof L->label[0], "%d %s forward", i,
-                 clcnn_layer_kind_name(d->kind));
-        snprintf(L->label[1], sizeof L->label[1], "%d %s backward", i,
-                 clcnn_layer_kind_name(d->kind));
-        if (d->kind == CLCNN_LAYER_CONV2D)
-            L->flops = 2.0 * d->out * h * w * L->in_c * d->kernel * d->kernel;
-        else if (d->kind == CLCNN_LAYER_LINEAR)
-            L->flops = 2.0 * d->out * L->in_c;
-        if ((long long)c * h * w > (1LL << 28))
-            return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
-                              "%s output of %d x %d x %d is too large (at most 2^28 elements per "
-                              "sample)",
-                              where, c, h, w);
-    }
-    if (!flat)
-        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
-                          "the model ends with a %d x %d x %d output; cross-entropy needs flat "
-                          "logits: end with flatten and linear",
-                          c, h, w);
-    if (m->n_params == 0)
-        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE, "the model has no parameters to train");
-    if (m->total > (size_t)1 << 30)
-        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE, "the model has %zu parameters, over 2^30",
-                          m->total);
-    m->out_size = c;
-    return CLCNN_SUCCESS;
-}
-
-/* PyTorch's defaults: kaiming_uniform_(a=sqrt(5)) gives U(+-1/sqrt(fan_in)) for the weights,
- * and the bias is U(+-1/sqrt(fan_in)) too. Values come from clcnn's own generator. */
+/* PyTorch's defaults, by each layer's init (conv and linear: kaiming_uniform_(a=sqrt(5)) gives
+ * U(+-1/sqrt(fan_in)) for the weights, and the bias is U(+-1/sqrt(fan_in)) too). Values come
+ * from clcnn's own generator, drawn node by node in parameter order. */
 static clcnn_status init_params(clcnn_model *m, uint64_t seed) {
-    float *host = malloc(m->total * sizeof *host + 4);
+    float *host = calloc(m->total + 1, sizeof *host);
     clcnn_rng rng;
     clcnn_status st = CLCNN_SUCCESS;
     if (!host) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     clcnn_rng_seed(&rng, seed);
-    for (int i = 0; i < m->n_layers; i++) {
-        const clcnn_layer *L = &m->layers[i];
-        if (L->wparam < 0) continue;
-        const clcnn_param *w = &m->params[L->wparam];
-        size_t fan_in = w->numel / (size_t)w->shape[0];
-        double bound = 1.0 / sqrt((double)fan_in);
-        for (int pi = L->wparam; pi <= (L->bparam >= 0 ? L->bparam : L->wparam); pi++) {
-            const clcnn_param *p = &m->params[pi];
-            for (size_t j = 0; j < p->numel; j++)
-                host[p->off + j] = (float)(-bound + 2.0 * bound * clcnn_rng_uniform(&rng));
-        }
+    for (int i = 0; i < m->n_nodes; i++) {
+        const clcnn_node *n = &m->nodes[i];
+        if (n->ops->init && n->n_params) n->ops->init(n, m->params, host, &rng);
     }
     cl_int rc = clEnqueueWriteBuffer(m->ctx->queue, m->p, CL_TRUE, 0, m->total * sizeof *host, host,
                                      0, NULL, NULL);
@@ -183,11 +65,24 @@ static clcnn_status init_params(clcnn_model *m, uint64_t seed) {
     return st;
 }
 
+/* The spec's layers and their canonical text, sized from its own length: it can be far longer
+ * than the spec as written (repetitions expanded, every default spelled out). */
+static clcnn_status parse_spec(clcnn_model *m, const char *spec, clcnn_layer_desc **descs,
+                               int *n) {
+    clcnn_status st = clcnn_spec_parse(spec, descs, n, &m->err);
+    if (st) return st;
+    size_t len = clcnn_spec_format(*descs, *n, NULL, 0);
+    if ((m->spec = malloc(len + 1))) clcnn_spec_format(*descs, *n, m->spec, len + 1);
+    if (!m->spec) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    return CLCNN_SUCCESS;
+}
+
 clcnn_status clcnn_model_create(clcnn_model **out, clcnn_context *ctx, const char *spec,
                                 int channels, int height, int width, uint64_t seed) {
     clcnn_model *m;
     clcnn_status st;
     clcnn_layer_desc *descs = NULL;
+    int n = 0;
     if (!out) return CLCNN_ERR_INVALID_ARGUMENT;
     *out = m = calloc(1, sizeof *m);
     if (!m) return CLCNN_ERR_OUT_OF_HOST_MEMORY;
@@ -199,21 +94,10 @@ clcnn_status clcnn_model_create(clcnn_model **out, clcnn_context *ctx, const cha
         return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "invalid input shape %d x %d x %d",
                           channels, height, width);
     m->in_c = channels, m->in_h = height, m->in_w = width;
-    if ((st = clcnn_spec_parse(spec, &descs, &m->n_layers, &m->err))) return st;
-    m->layers = calloc((size_t)m->n_layers, sizeof *m->layers);
-    if (!m->layers) {
-        free(descs);
-        return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-    }
-    for (int i = 0; i < m->n_layers; i++)
-        m->layers[i].d = descs[i];
-    /* The canonical text is sized from its own length: it can be far longer than the spec
-     * as written (repetitions expanded, every default spelled out). */
-    size_t len = clcnn_spec_format(descs, m->n_layers, NULL, 0);
-    if ((m->spec = malloc(len + 1))) clcnn_spec_format(descs, m->n_layers, m->spec, len + 1);
+    st = parse_spec(m, spec, &descs, &n);
+    if (!st) st = clcnn_plan_build(m, descs, n, NULL);
     free(descs);
-    if (!m->spec) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-    if ((st = plan(m))) return st;
+    if (st) return st;
     size_t bytes = m->total * sizeof(float);
     if ((st = clcnn_model_alloc(m, &m->p, bytes, "parameters"))) return st;
     if ((st = clcnn_model_alloc(m, &m->g, bytes, "gradients"))) return st;
@@ -227,31 +111,37 @@ clcnn_status clcnn_model_create(clcnn_model **out, clcnn_context *ctx, const cha
     return clcnn_model_set_optimizer(m, &o);
 }
 
+size_t clcnn_model_plan(const clcnn_model *m, int batch, char *buf, size_t size) {
+    if (buf && size) buf[0] = '\0';
+    if (!m || !m->nodes || batch <= 0) return 0;
+    return clcnn_plan_format(m, batch, buf, size);
+}
+
 static void release_batch(clcnn_model *m) {
-    for (int i = 0; m->act && i <= m->n_layers; i++)
+    for (int i = 0; m->act && i <= m->n_nodes; i++)
         release(&m->act[i]);
-    for (int i = 0; m->gact && i <= m->n_layers; i++)
+    for (int i = 0; m->gact && i <= m->n_nodes; i++)
         release(&m->gact[i]);
-    for (int i = 0; m->argmax && i < m->n_layers; i++)
-        release(&m->argmax[i]);
-    for (int i = 0; m->keep_col && i < m->n_layers; i++)
-        release(&m->keep_col[i]);
-    for (int i = 0; m->keep_pad && i < m->n_layers; i++)
-        release(&m->keep_pad[i]);
+    for (int i = 0; m->bufs && i < m->n_nodes; i++) {
+        release(&m->bufs[i].aux);
+        release(&m->bufs[i].keep_col);
+        release(&m->bufs[i].keep_pad);
+        release(&m->bufs[i].pre);
+    }
     free(m->act);
     free(m->gact);
-    free(m->argmax);
-    free(m->keep_col);
-    free(m->keep_pad);
-    m->act = m->gact = m->argmax = m->keep_col = m->keep_pad = NULL;
+    free(m->bufs);
+    m->act = m->gact = NULL;
+    m->bufs = NULL;
     release(&m->labels);
     release(&m->loss_vec);
     release(&m->correct_vec);
-    release(&m->ws.col);
-    release(&m->ws.rows);
-    release(&m->ws.wflip);
-    release(&m->ws.xpad);
-    m->ws.wflip_cap = m->ws.xpad_cap = 0;
+    release(&m->col);
+    release(&m->rows);
+    release(&m->wflip);
+    release(&m->xpad);
+    release(&m->gsum);
+    memset(&m->shared, 0, sizeof m->shared);
     m->cap = 0;
 }
 
@@ -265,72 +155,23 @@ void clcnn_model_free(clcnn_model *m) {
     release(&m->s2);
     release(&m->acc);
     release(&m->acc_correct);
-    free(m->layers);
+    free(m->nodes);
     free(m->params);
     free(m->spec);
     free(m);
 }
 
-/* Whether layer i is a convolution followed by a MaxPool2d(2) (kernel 2, stride 2, no
- * padding): the pair whose pool the direct convolution kernels can carry. */
-static int pool2_after(const clcnn_model *m, int i) {
-    if (i < 0 || i + 1 >= m->n_layers) return 0;
-    const clcnn_layer_desc *c = &m->layers[i].d, *p = &m->layers[i + 1].d;
-    return c->kind == CLCNN_LAYER_CONV2D && p->kind == CLCNN_LAYER_MAXPOOL2D && p->kernel == 2 &&
-           p->stride == 2 && p->pad == 0;
+/* How many nodes read node i's output (i = -1: the input). */
+static int consumers(const clcnn_model *m, int i) {
+    int c = 0;
+    for (int k = 0; k < m->n_nodes; k++)
+        for (int s = 0; s < m->nodes[k].n_in; s++)
+            c += m->nodes[k].in[s] == i;
+    return c;
 }
 
-/* What one batch of n samples needs on the device, in elements, before anything is allocated:
- * per layer its output, gradient, pool argmax, kept im2col matrix and kept padded input, and the
- * shared workspaces. Everything is checked against CLCNN_MAX_ELEMENTS first, so an oversized
- * batch is refused with one message and no allocation. */
-typedef struct batch_sizes {
-    size_t *act, *argmax, *keep_col, *keep_pad; /* per layer (act: outputs, index i + 1) */
-    size_t col, rows, wflip, xpad;
-} batch_sizes;
-
-static void grow(size_t *cap, size_t need) {
-    if (need > *cap) *cap = need;
-}
-
-/* Images per im2col chunk of s (1..n), bounded by WORKSPACE_FLOATS; *per_col: floats per image. */
-static size_t im2col_chunk(const clcnn_conv2d_shape *s, int n, size_t *per_col) {
-    size_t per_rows;
-    clcnn_conv2d_scratch(s, 1, per_col, &per_rows);
-    size_t chunk = WORKSPACE_FLOATS / (*per_col ? *per_col : 1);
-    return chunk < 1 ? 1 : chunk > (size_t)n ? (size_t)n : chunk;
-}
-
-static void size_conv(const clcnn_model *m, int i, int n, batch_sizes *z) {
-    const clcnn_layer *L = &m->layers[i];
-    size_t per_col, c, r;
-    clcnn_conv2d_shape g;
-    int has_g = clcnn_conv2d_grad_input_shape(&L->conv, &g);
-    size_t xp = clcnn_conv2d_direct_scratch(m->ctx, &L->conv, n);
-    size_t xg = has_g ? clcnn_conv2d_direct_scratch(m->ctx, &g, n) : 0;
-    if (has_g) grow(&z->wflip, (size_t)L->conv.OC * L->conv.C * L->conv.K * L->conv.K);
-    grow(&z->xpad, xp);
-    grow(&z->xpad, xg);
-    z->keep_pad[i] = xp; /* the direct forward's padded input, kept for the weight gradient */
-    /* Direct forward, weight gradient and input gradient: no im2col scratch, only the weight
-     * gradient's rows and partial sums. */
-    clcnn_conv2d_wgrad_scratch(m->ctx, &L->conv, n, pool2_after(m, i), &r, &c);
-    grow(&z->rows, r);
-    grow(&z->col, c);
-    if (xp && xg) return;
-    size_t chunk = im2col_chunk(&L->conv, n, &per_col);
-    if ((size_t)n * per_col <= KEEP_FLOATS) {
-        z->keep_col[i] = (size_t)n * per_col;
-        chunk = (size_t)n; /* the whole batch at once: rows must hold it too */
-    }
-    clcnn_conv2d_scratch(&L->conv, (int)chunk, &c, &r);
-    grow(&z->col, c);
-    grow(&z->rows, r);
-    if (has_g) {
-        clcnn_conv2d_scratch(&g, (int)im2col_chunk(&g, n, &per_col), &c, &r);
-        grow(&z->col, c);
-        grow(&z->rows, r);
-    }
+static int is_view(const clcnn_node *n) {
+    return n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_VIEW;
 }
 
 /* One element-count check; what names the buffer, as in "the output of layer 3". */
@@ -342,232 +183,228 @@ static clcnn_status check_elements(clcnn_model *m, size_t elems, int n, const ch
                       what, elems, n, (long long)CLCNN_MAX_ELEMENTS);
 }
 
-static clcnn_status size_batch(clcnn_model *m, int n, batch_sizes *z) {
+static void grow(size_t *cap, size_t need) {
+    if (need > *cap) *cap = need;
+}
+
+/* What one batch of n samples needs on the device, in elements, before anything is allocated:
+ * per node its plan's buffers (into bufs[i].ws), the shared scratch (into *shared) and the
+ * largest output that a second consumer's gradient needs (*gsum). Everything is checked
+ * against CLCNN_MAX_ELEMENTS first, so an oversized batch is refused with one message and no
+ * allocation. */
+static clcnn_status size_batch(clcnn_model *m, int n, clcnn_node_bufs *bufs,
+                               clcnn_node_ws *shared, size_t *gsum) {
     clcnn_status st;
     char what[96];
     size_t in = (size_t)n * m->in_c * m->in_h * m->in_w;
     if ((st = check_elements(m, in, n, "the input batch"))) return st;
-    for (int i = 0; i < m->n_layers; i++) {
-        const clcnn_layer *L = &m->layers[i];
-        const char *kind = clcnn_layer_kind_name(L->d.kind);
-        z->act[i + 1] = (size_t)n * L->out_c * L->out_h * L->out_w;
-        if (L->d.kind == CLCNN_LAYER_MAXPOOL2D) z->argmax[i] = z->act[i + 1];
-        if (L->d.kind == CLCNN_LAYER_CONV2D) size_conv(m, i, n, z);
-        snprintf(what, sizeof what, "the output of layer %d (%s)", i, kind);
-        if ((st = check_elements(m, z->act[i + 1], n, what))) return st;
-        snprintf(what, sizeof what, "the im2col matrix of layer %d (%s)", i, kind);
-        if ((st = check_elements(m, z->keep_col[i], n, what))) return st;
-        snprintf(what, sizeof what, "the padded input of layer %d (%s)", i, kind);
-        if ((st = check_elements(m, z->keep_pad[i], n, what))) return st;
+    for (int i = 0; i < m->n_nodes; i++) {
+        const clcnn_node *N = &m->nodes[i];
+        clcnn_node_ws *w = &bufs[i].ws;
+        int last = N->layer + N->n_layers - 1;
+        const char *kind = clcnn_layer_kind_name(N->n_layers > 1 ? N->fused.kind : N->d.kind);
+        size_t out = (size_t)n * N->y.c * N->y.h * N->y.w;
+        if (N->ops->workspace) N->ops->workspace(m->ctx, N, n, w);
+        grow(&shared->col, w->col), grow(&shared->rows, w->rows);
+        grow(&shared->xpad, w->xpad), grow(&shared->wflip, w->wflip);
+        if (consumers(m, i) > 1) grow(gsum, out);
+        snprintf(what, sizeof what, "the output of layer %d (%s)", last, kind);
+        if ((st = check_elements(m, out, n, what))) return st;
+        kind = clcnn_layer_kind_name(N->d.kind);
+        snprintf(what, sizeof what, "the im2col matrix of layer %d (%s)", N->layer, kind);
+        if ((st = check_elements(m, w->keep_col, n, what))) return st;
+        snprintf(what, sizeof what, "the padded input of layer %d (%s)", N->layer, kind);
+        if ((st = check_elements(m, w->keep_pad, n, what))) return st;
+        snprintf(what, sizeof what, "the output of layer %d (%s)", N->layer, kind);
+        if ((st = check_elements(m, w->pre, n, what))) return st;
     }
-    if ((st = check_elements(m, z->col, n, "the im2col workspace"))) return st;
-    if ((st = check_elements(m, z->rows, n, "the GEMM workspace"))) return st;
-    if ((st = check_elements(m, z->xpad, n, "the padded-input workspace"))) return st;
+    if ((st = check_elements(m, shared->col, n, "the im2col workspace"))) return st;
+    if ((st = check_elements(m, shared->rows, n, "the GEMM workspace"))) return st;
+    if ((st = check_elements(m, shared->xpad, n, "the padded-input workspace"))) return st;
     return CLCNN_SUCCESS;
 }
 
-/* Sizes every per-batch buffer for n samples; a no-op when they are already large enough.
- * Flatten's output and gradient share its input's buffers (same bytes, same order). */
+/* Allocates `elems` elements of `size` bytes into *buf when elems > 0, naming it by fmt and
+ * the layer index. */
+static clcnn_status alloc_named(clcnn_model *m, cl_mem *buf, size_t elems, size_t size,
+                                const char *fmt, int layer) {
+    char what[64];
+    if (!elems) return CLCNN_SUCCESS;
+    snprintf(what, sizeof what, fmt, layer);
+    return clcnn_model_alloc(m, buf, elems * size, what);
+}
+
+/* Node i's output and gradient (or its input's, for a view) and its own buffers. */
+static clcnn_status alloc_node(clcnn_model *m, int i, int n) {
+    const clcnn_node *N = &m->nodes[i];
+    clcnn_node_bufs *b = &m->bufs[i];
+    int last = N->layer + N->n_layers - 1, src = N->in[0] + 1;
+    clcnn_status st;
+    if (is_view(N)) {
+        clRetainMemObject(m->act[src]);
+        m->act[i + 1] = m->act[src];
+        if (m->gact[src]) clRetainMemObject(m->gact[src]);
+        m->gact[i + 1] = m->gact[src];
+    } else {
+        size_t out = (size_t)n * N->y.c * N->y.h * N->y.w;
+        if ((st = alloc_named(m, &m->act[i + 1], out, 4, "the output of layer %d", last)))
+            return st;
+        if ((st = alloc_named(m, &m->gact[i + 1], out, 4, "the gradient of layer %d", last)))
+            return st;
+    }
+    if ((st = alloc_named(m, &b->aux, b->ws.aux, sizeof(int), "the argmax of layer %d", last)))
+        return st;
+    if ((st = alloc_named(m, &b->keep_pad, b->ws.keep_pad, 4, "the padded input of layer %d",
+                          N->layer)))
+        return st;
+    if ((st = alloc_named(m, &b->keep_col, b->ws.keep_col, 4, "the im2col matrix of layer %d",
+                          N->layer)))
+        return st;
+    return alloc_named(m, &b->pre, b->ws.pre, 4, "the output gradient of layer %d", N->layer);
+}
+
+/* The shared scratch and the per-sample label, loss and hit buffers. */
+static clcnn_status alloc_shared(clcnn_model *m, int n, size_t gsum) {
+    clcnn_status st;
+    const clcnn_node_ws *z = &m->shared;
+    if ((st = clcnn_model_alloc(m, &m->col, z->col * 4, "the im2col workspace"))) return st;
+    if ((st = clcnn_model_alloc(m, &m->rows, z->rows * 4, "the GEMM workspace"))) return st;
+    if (z->xpad && (st = clcnn_model_alloc(m, &m->xpad, z->xpad * 4, "the padded input")))
+        return st;
+    if (z->wflip && (st = clcnn_model_alloc(m, &m->wflip, z->wflip * 4, "flipped weights")))
+        return st;
+    if (gsum && (st = clcnn_model_alloc(m, &m->gsum, gsum * 4, "a gradient sum"))) return st;
+    if ((st = clcnn_model_alloc(m, &m->labels, (size_t)n, "the labels"))) return st;
+    if ((st = clcnn_model_alloc(m, &m->loss_vec, (size_t)n * sizeof(float), "per-sample losses")))
+        return st;
+    return clcnn_model_alloc(m, &m->correct_vec, (size_t)n * sizeof(int), "per-sample hits");
+}
+
+/* Sizes every per-batch buffer for n samples; a no-op when they are already large enough. */
 clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
     clcnn_status st;
-    char what[64];
-    batch_sizes z = {0};
+    clcnn_node_ws shared = {0};
+    size_t gsum = 0, nn = (size_t)m->n_nodes + 1;
     if (n <= m->cap) return CLCNN_SUCCESS;
-    size_t nl = (size_t)m->n_layers + 1;
-    z.act = calloc(nl, sizeof *z.act), z.argmax = calloc(nl, sizeof *z.argmax);
-    z.keep_col = calloc(nl, sizeof *z.keep_col), z.keep_pad = calloc(nl, sizeof *z.keep_pad);
-    if (!z.act || !z.argmax || !z.keep_col || !z.keep_pad) {
-        st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-        goto done;
+    clcnn_node_bufs *bufs = calloc(nn, sizeof *bufs);
+    if (!bufs) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    if ((st = size_batch(m, n, bufs, &shared, &gsum))) {
+        free(bufs);
+        return st;
     }
-    if ((st = size_batch(m, n, &z))) goto done;
     release_batch(m);
-    m->act = calloc(nl, sizeof *m->act);
-    m->gact = calloc(nl, sizeof *m->gact);
-    m->argmax = calloc(nl, sizeof *m->argmax);
-    m->keep_col = calloc(nl, sizeof *m->keep_col);
-    m->keep_pad = calloc(nl, sizeof *m->keep_pad);
-    if (!m->act || !m->gact || !m->argmax || !m->keep_col || !m->keep_pad) {
+    m->bufs = bufs;
+    m->shared = shared;
+    m->act = calloc(nn, sizeof *m->act);
+    m->gact = calloc(nn, sizeof *m->gact);
+    if (!m->act || !m->gact) {
         st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
         goto fail;
     }
     size_t in_floats = (size_t)n * m->in_c * m->in_h * m->in_w;
     if ((st = clcnn_model_alloc(m, &m->act[0], in_floats * sizeof(float), "the input batch")))
         goto fail;
-    for (int i = 0; i < m->n_layers; i++) {
-        if (m->layers[i].d.kind == CLCNN_LAYER_FLATTEN) {
-            clRetainMemObject(m->act[i]);
-            m->act[i + 1] = m->act[i];
-            if (i > 0) {
-                clRetainMemObject(m->gact[i]);
-                m->gact[i + 1] = m->gact[i];
-            }
-        } else {
-            snprintf(what, sizeof what, "the output of layer %d", i);
-            if ((st = clcnn_model_alloc(m, &m->act[i + 1], z.act[i + 1] * sizeof(float), what)))
-                goto fail;
-            snprintf(what, sizeof what, "the gradient of layer %d", i);
-            if ((st = clcnn_model_alloc(m, &m->gact[i + 1], z.act[i + 1] * sizeof(float), what)))
-                goto fail;
-        }
-        struct {
-            cl_mem *buf;
-            size_t elems, size;
-            const char *fmt;
-        } extra[] = {
-            {&m->argmax[i], z.argmax[i], sizeof(int), "the argmax of layer %d"},
-            {&m->keep_pad[i], z.keep_pad[i], sizeof(float), "the padded input of layer %d"},
-            {&m->keep_col[i], z.keep_col[i], sizeof(float), "the im2col matrix of layer %d"}};
-        for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++) {
-            if (!extra[k].elems) continue;
-            snprintf(what, sizeof what, extra[k].fmt, i);
-            if ((st = clcnn_model_alloc(m, extra[k].buf, extra[k].elems * extra[k].size, what)))
-                goto fail;
-        }
-    }
-    if ((st = clcnn_model_alloc(m, &m->ws.col, z.col * sizeof(float), "the im2col workspace")))
-        goto fail;
-    if ((st = clcnn_model_alloc(m, &m->ws.rows, z.rows * sizeof(float), "the GEMM workspace")))
-        goto fail;
-    m->ws.col_cap = z.col, m->ws.rows_cap = z.rows;
-    if (z.xpad) {
-        if ((st = clcnn_model_alloc(m, &m->ws.xpad, z.xpad * sizeof(float), "the padded input")))
-            goto fail;
-        m->ws.xpad_cap = z.xpad;
-    }
-    if (z.wflip) {
-        st = clcnn_model_alloc(m, &m->ws.wflip, z.wflip * sizeof(float), "flipped weights");
-        if (st) goto fail;
-        m->ws.wflip_cap = z.wflip;
-    }
-    if ((st = clcnn_model_alloc(m, &m->labels, (size_t)n, "the labels"))) goto fail;
-    if ((st = clcnn_model_alloc(m, &m->loss_vec, (size_t)n * sizeof(float), "per-sample losses")))
-        goto fail;
-    if ((st = clcnn_model_alloc(m, &m->correct_vec, (size_t)n * sizeof(int), "per-sample hits")))
-        goto fail;
+    for (int i = 0; i < m->n_nodes; i++)
+        if ((st = alloc_node(m, i, n))) goto fail;
+    if ((st = alloc_shared(m, n, gsum))) goto fail;
     m->cap = n;
-    goto done;
+    return CLCNN_SUCCESS;
 fail:
     release_batch(m);
-done:
-    free(z.act);
-    free(z.argmax);
-    free(z.keep_col);
-    free(z.keep_pad);
     return st;
 }
 
 /* Propagates a context-level failure message into the model's error slot. */
 static clcnn_status ctx_status(clcnn_model *m, clcnn_status st) {
-    if (st != CLCNN_SUCCESS) memcpy(m->err.msg, m->ctx->err.msg, sizeof m->err.msg);
+    if (st != CLCNN_SUCCESS) m->err = m->ctx->err;
     return st;
 }
 
-/* Whether layer i is a convolution whose forward carries the MaxPool2d(2) of layer i + 1. */
-static int pool_fused(const clcnn_model *m, int i, int n) {
-    return pool2_after(m, i) && clcnn_conv2d_can_pool(m->ctx, &m->ws, &m->layers[i].conv, n);
-}
-
-/* Whether layer i's input gradient is used: some layer before it has parameters. */
-static int needs_gx(const clcnn_model *m, int i) {
-    for (int j = 0; j < i; j++)
-        if (m->layers[j].wparam >= 0) return 1;
-    return 0;
-}
-
-/* Whether the backward of the fused pair at layers i (conv), i + 1 (pool) is fused too. */
-static int pool_backward_fused(const clcnn_model *m, int i, int n) {
-    return pool_fused(m, i, n) &&
-           clcnn_conv2d_can_pool_backward(m->ctx, &m->ws, &m->layers[i].conv, n, needs_gx(m, i));
+/* What node i's passes see for a batch of n. */
+static clcnn_io node_io(const clcnn_model *m, int i, int n) {
+    const clcnn_node *N = &m->nodes[i];
+    const clcnn_node_bufs *b = &m->bufs[i];
+    clcnn_io io = {.ctx = m->ctx, .col = m->col, .rows = m->rows, .xpad = m->xpad,
+                   .wflip = m->wflip, .params = m->p, .grads = m->g, .woff = 0, .boff = -1};
+    if (N->n_params > 0) io.woff = (int)m->params[N->param0].off;
+    if (N->n_params > 1) io.boff = (int)m->params[N->param0 + 1].off;
+    for (int s = 0; s < N->n_in; s++)
+        io.x[s] = m->act[N->in[s] + 1];
+    io.y = m->act[i + 1], io.gy = m->gact[i + 1];
+    io.aux = b->aux, io.keep_col = b->keep_col, io.keep_pad = b->keep_pad, io.pre = b->pre;
+    io.ws = m->shared;
+    io.N = n;
+    return io;
 }
 
 clcnn_status clcnn_model_forward(clcnn_model *m, int n) {
     clcnn_context *ctx = m->ctx;
     clcnn_status st = CLCNN_SUCCESS;
-    for (int i = 0; i < m->n_layers && !st; i++) {
-        clcnn_layer *L = &m->layers[i];
-        const clcnn_layer_desc *d = &L->d;
-        int woff = L->wparam >= 0 ? (int)m->params[L->wparam].off : 0;
-        int boff = L->bparam >= 0 ? (int)m->params[L->bparam].off : -1;
-        cl_mem x = m->act[i], y = m->act[i + 1];
-        clcnn_prof_section(ctx, L->label[0], L->flops * n);
-        /* A MaxPool2d(2) right after a convolution rides in the convolution's store: its
-         * output, which nothing else reads, is never written. */
-        if (pool_fused(m, i, n)) {
-            st =
-                clcnn_conv2d_forward_pool(ctx, &m->ws, &L->conv, m->act[i + 2], 0, m->argmax[i + 1],
-                                          x, 0, m->p, woff, boff < 0 ? 0 : boff, n, m->keep_pad[i]);
-            i++;
-            continue;
-        }
-        switch (d->kind) {
-        case CLCNN_LAYER_CONV2D:
-            st = clcnn_conv2d_forward(ctx, &m->ws, &L->conv, y, 0, x, 0, m->p, woff,
-                                      boff < 0 ? 0 : boff, n, m->keep_col[i], m->keep_pad[i]);
-            break;
-        case CLCNN_LAYER_MAXPOOL2D:
-            st = clcnn_maxpool2d_forward(ctx, y, 0, m->argmax[i], x, 0, n * L->in_c, L->in_h,
-                                         L->in_w, d->kernel, d->stride, d->pad, L->out_h, L->out_w);
-            break;
-        case CLCNN_LAYER_RELU:
-            st = clcnn_relu_forward(ctx, y, 0, x, 0, n * L->in_c * L->in_h * L->in_w);
-            break;
-        case CLCNN_LAYER_LINEAR:
-            st = clcnn_linear_forward(ctx, y, 0, x, 0, m->p, woff, boff, n, L->in_c, L->out_c);
-            break;
-        case CLCNN_LAYER_FLATTEN: break;
-        }
+    for (int i = 0; i < m->n_nodes && !st; i++) {
+        const clcnn_node *N = &m->nodes[i];
+        if (is_view(N)) continue;
+        clcnn_io io = node_io(m, i, n);
+        clcnn_prof_section(ctx, N->label[0], N->flops * n);
+        st = N->ops->forward(N, &io);
     }
     clcnn_prof_section(ctx, NULL, 0);
     return ctx_status(m, st);
 }
 
+/* Where node i's backward writes the gradient of its input s: the producer's gradient buffer
+ * when it is the first (in backward order) of the producer's consumers to write it, else gsum,
+ * added in afterwards (*add). NULL when no gradient is needed there. */
+static cl_mem grad_target(const clcnn_model *m, int i, int s, unsigned char *written, int *add) {
+    const clcnn_node *N = &m->nodes[i];
+    int src = N->in[s];
+    *add = 0;
+    if (src < 0 || !N->need_gx) return NULL;
+    if (!written[src]) return written[src] = 1, m->gact[src + 1];
+    *add = 1;
+    return m->gsum;
+}
+
+/* gact[src + 1] += gsum over the producer's output. */
+static clcnn_status add_grad(clcnn_model *m, int src, int n) {
+    const clcnn_node *P = &m->nodes[src];
+    clcnn_kern *k = clcnn_kernel(m->ctx, CLCNN_K_axpy_f32);
+    int count = n * P->y.c * P->y.h * P->y.w, zero = 0;
+    float one = 1.0f;
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, m->gact[src + 1]);
+    CLCNN_ARG(&a, zero);
+    CLCNN_ARG(&a, m->gsum);
+    CLCNN_ARG(&a, zero);
+    CLCNN_ARG(&a, count);
+    CLCNN_ARG(&a, one);
+    return clcnn_launch1d(m->ctx, k, &a, (size_t)count);
+}
+
+/* Nodes in reverse order; a view's gradient is its input's, so it has nothing to do. A node
+ * with neither parameters nor a needed input gradient is skipped. */
 static clcnn_status backward(clcnn_model *m, int n) {
     clcnn_context *ctx = m->ctx;
     clcnn_status st = CLCNN_SUCCESS;
-    for (int i = m->n_layers - 1; i >= 0 && !st; i--) {
-        clcnn_layer *L = &m->layers[i];
-        const clcnn_layer_desc *d = &L->d;
-        int woff = L->wparam >= 0 ? (int)m->params[L->wparam].off : 0;
-        int boff = L->bparam >= 0 ? (int)m->params[L->bparam].off : -1;
-        cl_mem gx = i > 0 ? m->gact[i] : NULL, gy = m->gact[i + 1];
-        /* Nothing before layer i has parameters: its input gradient is never used. */
-        int need_gx = needs_gx(m, i);
-        if (!need_gx && L->wparam < 0) break;
-        if (!need_gx) gx = NULL;
-        /* A pool whose backward is fused with its convolution's: done there, from gy. */
-        if (pool_backward_fused(m, i - 1, n)) continue;
-        if (pool_backward_fused(m, i, n)) {
-            clcnn_prof_section(ctx, L->label[1], L->flops * n * (gx ? 2 : 1));
-            st = clcnn_conv2d_backward_pooled(
-                ctx, &m->ws, &L->conv, gx, 0, m->g, woff, boff < 0 ? 0 : boff, m->gact[i + 2], 0,
-                m->argmax[i + 1], gy, m->act[i], 0, m->p, n, m->keep_pad[i]);
+    unsigned char *written = calloc((size_t)m->n_nodes + 1, 1);
+    if (!written) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    for (int i = m->n_nodes - 1; i >= 0 && !st; i--) {
+        const clcnn_node *N = &m->nodes[i];
+        int add[2] = {0, 0};
+        if (is_view(N)) {
+            if (N->in[0] >= 0) written[N->in[0]] = 1;
             continue;
         }
+        if (!N->need_gx && N->n_params == 0) continue;
+        clcnn_io io = node_io(m, i, n);
+        for (int s = 0; s < N->n_in; s++)
+            io.gx[s] = grad_target(m, i, s, written, &add[s]);
         /* Weight gradient, plus the input gradient when it is needed: 1 or 2 forwards' work. */
-        clcnn_prof_section(ctx, L->label[1], L->flops * n * (gx ? 2 : 1));
-        switch (d->kind) {
-        case CLCNN_LAYER_CONV2D:
-            st =
-                clcnn_conv2d_backward(ctx, &m->ws, &L->conv, gx, 0, m->g, woff, boff < 0 ? 0 : boff,
-                                      gy, 0, m->act[i], 0, m->p, n, m->keep_col[i], m->keep_pad[i]);
-            break;
-        case CLCNN_LAYER_MAXPOOL2D:
-            st =
-                clcnn_maxpool2d_backward(ctx, gx, 0, gy, 0, m->argmax[i], n * L->in_c, L->in_h,
-                                         L->in_w, d->kernel, d->stride, d->pad, L->out_h, L->out_w);
-            break;
-        case CLCNN_LAYER_RELU:
-            st = clcnn_relu_backward(ctx, gx, 0, gy, 0, m->act[i + 1], 0,
-                                     n * L->in_c * L->in_h * L->in_w);
-            break;
-        case CLCNN_LAYER_LINEAR:
-            st = clcnn_linear_backward(ctx, gx, 0, m->g, woff, boff, gy, 0, m->act[i], 0, m->p, n,
-                                       L->in_c, L->out_c);
-            break;
-        case CLCNN_LAYER_FLATTEN: break;
-        }
+        clcnn_prof_section(ctx, N->label[1], N->flops * n * (io.gx[0] ? 2 : 1));
+        st = N->ops->backward(N, &io);
+        for (int s = 0; s < N->n_in && !st; s++)
+            if (add[s]) st = add_grad(m, N->in[s], n);
     }
+    free(written);
     clcnn_prof_section(ctx, NULL, 0);
     return ctx_status(m, st);
 }
@@ -575,8 +412,8 @@ static clcnn_status backward(clcnn_model *m, int n) {
 clcnn_status clcnn_model_loss(clcnn_model *m, int n, int want_grad, int sum, int accumulate) {
     clcnn_prof_section(m->ctx, "cross-entropy", 0);
     clcnn_status st = clcnn_cross_entropy(m->ctx, m->loss_vec, m->correct_vec,
-                                          want_grad ? m->gact[m->n_layers] : NULL,
-                                          m->act[m->n_layers], 0, m->labels, n, m->out_size, m->acc,
+                                          want_grad ? m->gact[m->n_nodes] : NULL,
+                                          m->act[m->n_nodes], 0, m->labels, n, m->out_size, m->acc,
                                           m->acc_correct, sum ? 1.0f : (float)n, accumulate);
     m->last_n = n;
     clcnn_prof_section(m->ctx, NULL, 0);
@@ -590,7 +427,7 @@ clcnn_status clcnn_model_optimizer_step(clcnn_model *m) {
     m->step++;
     /* Labelled by the kernel (sgd_step / adam_step): no section is open here. */
     if (o->kind == CLCNN_OPTIMIZER_SGD) {
-        clcnn_kern *k = clcnn_kernel_must(ctx, "sgd_step");
+        clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_sgd_step);
         float lr = (float)o->lr, mom = (float)o->momentum, omd = (float)(1.0 - o->dampening);
         float wd = (float)o->weight_decay;
         int nest = o->nesterov, first = m->step == 1;
@@ -609,7 +446,7 @@ clcnn_status clcnn_model_optimizer_step(clcnn_model *m) {
         return ctx_status(m, clcnn_launch1d(ctx, k, &a, (size_t)n));
     }
     /* Adam/AdamW: the scalars are computed in double, as PyTorch's Python code does. */
-    clcnn_kern *k = clcnn_kernel_must(ctx, "adam_step");
+    clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_adam_step);
     double t = (double)m->step;
     int decoupled = o->kind == CLCNN_OPTIMIZER_ADAMW;
     float b1 = (float)o->beta1, omb1 = (float)(1.0 - o->beta1);
@@ -710,7 +547,7 @@ clcnn_status clcnn_model_predict(clcnn_model *m, const float *x, int n, float *l
     if (!logits) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL logits");
     if ((st = stage_host(m, x, NULL, n))) return st;
     if ((st = clcnn_model_forward(m, n))) return st;
-    cl_int rc = clEnqueueReadBuffer(m->ctx->queue, m->act[m->n_layers], CL_TRUE, 0,
+    cl_int rc = clEnqueueReadBuffer(m->ctx->queue, m->act[m->n_nodes], CL_TRUE, 0,
                                     (size_t)n * m->out_size * sizeof(float), logits, 0, NULL, NULL);
     if (rc != CL_SUCCESS) return mfail_cl(m, rc, "reading the logits");
     return CLCNN_SUCCESS;
@@ -786,6 +623,10 @@ clcnn_status clcnn_model_get_optimizer(const clcnn_model *m, clcnn_optimizer_opt
     if (!m || !o) return CLCNN_ERR_INVALID_ARGUMENT;
     *o = m->opt;
     return CLCNN_SUCCESS;
+}
+
+clcnn_status clcnn_model_errcode(const clcnn_model *m) {
+    return m ? m->err.code : CLCNN_ERR_INVALID_ARGUMENT;
 }
 
 const char *clcnn_model_errmsg(const clcnn_model *m) {

@@ -3,34 +3,24 @@
 #define CLCNN_MODEL_H
 
 #include "context.h"
-#include "layers/layers.h"
+#include "layers/layer.h"
 #include "spec.h"
 
-typedef struct clcnn_param {
-    char name[32]; /* state_dict key: "<layer index>.weight" / ".bias" */
-    int ndim;
-    int64_t shape[4];
-    size_t numel;
-    size_t off; /* element offset in the parameter (and gradient, state) buffers */
-} clcnn_param;
-
-typedef struct clcnn_layer {
-    clcnn_layer_desc d;
-    int in_c, in_h, in_w;    /* per-sample input; flat inputs are (features, 1, 1) */
-    int out_c, out_h, out_w; /* per-sample output */
-    int wparam, bparam;      /* indices into params, -1 when absent */
-    clcnn_conv2d_shape conv;
-    char label[2][40]; /* profiling section names: forward, backward */
-    double flops;      /* forward multiply-adds x 2 per sample (conv and linear) */
-} clcnn_layer;
+/* A node's buffers for the current batch capacity: what its plan asked for, and the
+ * allocations (NULL when it asked for none). */
+typedef struct clcnn_node_bufs {
+    clcnn_node_ws ws;
+    cl_mem aux, keep_col, keep_pad, pre;
+} clcnn_node_bufs;
 
 struct clcnn_model {
     clcnn_error err;
     clcnn_context *ctx;
     char *spec;
     int in_c, in_h, in_w, out_size;
-    int n_layers;
-    clcnn_layer *layers;
+    int n_layers;     /* spec layers */
+    int n_nodes;      /* graph nodes (fewer than layers when some are fused) */
+    clcnn_node *nodes;
     int n_params;
     clcnn_param *params;
     size_t total;            /* floats in all parameters */
@@ -40,13 +30,15 @@ struct clcnn_model {
     int64_t step;
     int last_n;
     /* Per-batch buffers, sized for `cap` samples (clcnn_model_reserve). act[0] is the input,
-     * act[i+1] the output of layer i; gact[i] the gradient of act[i]. */
+     * act[i+1] the output of node i; gact[i] the gradient of act[i]. A node whose forward is a
+     * view shares its input's buffers. gsum holds the gradient of a second consumer of a node's
+     * output until it is added in. */
     int cap;
-    cl_mem *act, *gact, *argmax;
-    cl_mem *keep_col; /* per conv layer: the batch's im2col kept for the backward, or NULL */
-    cl_mem *keep_pad; /* per direct conv layer: its padded input kept for the backward */
+    cl_mem *act, *gact;
+    clcnn_node_bufs *bufs;
     cl_mem labels, loss_vec, correct_vec;
-    clcnn_workspace ws;
+    cl_mem col, rows, xpad, wflip, gsum;
+    clcnn_node_ws shared; /* floats allocated in col, rows, xpad, wflip */
 };
 
 clcnn_status clcnn_model_reserve(clcnn_model *m, int n);

@@ -18,18 +18,6 @@
 static const char cache_magic[8] = {'C', 'L', 'C', 'N', 'N', 'B', 'N', '1'};
 enum { CACHE_HEADER = 24 };
 
-void clcnn_cache_dir(char *buf, size_t size) {
-    const char *v;
-    if ((v = getenv("CLCNN_CACHE_DIR")) && *v)
-        snprintf(buf, size, "%s", v);
-    else if ((v = getenv("XDG_CACHE_HOME")) && *v)
-        snprintf(buf, size, "%s/clcnn", v);
-    else if ((v = getenv("HOME")) && *v)
-        snprintf(buf, size, "%s/.cache/clcnn", v);
-    else if (size)
-        buf[0] = '\0';
-}
-
 static char *read_text_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     char *buf = NULL;
@@ -186,13 +174,13 @@ static clcnn_status build_one(cl_context context, cl_device_id device,
 }
 
 clcnn_status clcnn_programs_build(cl_context context, cl_device_id device,
-                                  const clcnn_device_info *info, const char *options, int use_cache,
-                                  cl_program *progs, int *all_cached, clcnn_error *e) {
-    const char *kdir = getenv("CLCNN_KERNEL_DIR");
-    char cache_dir[4096] = "";
+                                  const clcnn_device_info *info, const char *options,
+                                  const char *cache, const char *kdir, cl_program *progs,
+                                  int *all_cached, clcnn_error *e) {
+    char cache_dir[4096];
     clcnn_status st = CLCNN_SUCCESS;
     int i, cached_count = 0;
-    if (use_cache) clcnn_cache_dir(cache_dir, sizeof cache_dir);
+    snprintf(cache_dir, sizeof cache_dir, "%s", cache);
     /* The cache folder must be ours (created 0700): otherwise no entry is loaded or stored. */
     if (cache_dir[0] && clcnn_private_dir(cache_dir) != 0)
         cache_dir[0] = '\0';
@@ -206,7 +194,7 @@ clcnn_status clcnn_programs_build(cl_context context, cl_device_id device,
         const char *src = ks->src;
         size_t len = ks->len;
         int hit = 0;
-        if (kdir && *kdir) {
+        if (kdir[0]) {
             char path[4200];
             snprintf(path, sizeof path, "%s/%s.cl", kdir, ks->name);
             if (!(disk = read_text_file(path, &len))) {

@@ -19,16 +19,13 @@ typedef struct clcnn_kernel_source {
 extern const clcnn_kernel_source clcnn_kernel_sources[];
 extern const int clcnn_kernel_source_count;
 
-/* Builds one program per kernel source for `device` with `options`, using the binary cache
- * unless use_cache is 0. progs must hold clcnn_kernel_source_count entries; on failure every
- * program already made is released. *all_cached is set to 1 when every program came from the
- * cache. */
+/* Builds one program per kernel source for `device` with `options`: the embedded sources, or
+ * kernel_dir/<name>.cl when kernel_dir is not "". Binaries are cached in cache_dir ("" = no
+ * cache). progs must hold clcnn_kernel_source_count entries; on failure every program already
+ * made is released. *all_cached is set to 1 when every program came from the cache. */
 clcnn_status clcnn_programs_build(cl_context context, cl_device_id device,
-                                  const clcnn_device_info *info, const char *options, int use_cache,
-                                  cl_program *progs, int *all_cached, clcnn_error *e);
-
-/* The cache directory in use ($CLCNN_CACHE_DIR, $XDG_CACHE_HOME/clcnn, $HOME/.cache/clcnn);
- * writes "" when none can be determined. */
-void clcnn_cache_dir(char *buf, size_t size);
+                                  const clcnn_device_info *info, const char *options,
+                                  const char *cache_dir, const char *kernel_dir, cl_program *progs,
+                                  int *all_cached, clcnn_error *e);
 
 #endif

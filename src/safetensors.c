@@ -1032,53 +1032,30 @@ clcnn_status clcnn_st_write_tmp(const char *path, const clcnn_st_entry *entries,
                                 clcnn_error *e) {
     clcnn_status st;
     sbuf hdr = {0};
-    char *tmp = NULL;
-    FILE *fp = NULL;
-    int fd = -1;
+    clcnn_piece *pieces = NULL;
     unsigned char len8[8];
     if (!path || !tmp_out)
         return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_st_write: NULL path");
     *tmp_out = NULL;
     if ((st = check_entries(path, entries, n, meta, n_meta, e))) return st;
     build_header(&hdr, entries, n, meta, n_meta);
-    if (hdr.oom) {
+    pieces = malloc(((size_t)n + 2) * sizeof *pieces);
+    if (hdr.oom || !pieces) {
         free(hdr.p);
+        free(pieces);
         return clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
     }
-    if ((st = clcnn_tmp_create(path, &tmp, &fd, e))) {
-        free(hdr.p);
-        return st;
-    }
-    if (!(fp = fdopen(fd, "wb"))) goto write_fail;
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)hdr.len >> (8 * i));
-    if (fwrite(len8, 1, 8, fp) != 8 || fwrite(hdr.p, 1, hdr.len, fp) != hdr.len) goto write_fail;
+    pieces[0] = (clcnn_piece){len8, 8};
+    pieces[1] = (clcnn_piece){hdr.p, hdr.len};
     for (int i = 0; i < n; i++) {
         uint64_t bytes = 0;
-        entry_bytes(&entries[i], &bytes);
-        if (bytes && fwrite(entries[i].data, 1, (size_t)bytes, fp) != bytes) goto write_fail;
+        entry_bytes(&entries[i], &bytes); /* checked by check_entries */
+        pieces[i + 2] = (clcnn_piece){entries[i].data, (size_t)bytes};
     }
-    if (fflush(fp) != 0) goto write_fail;
-    /* fd stays open for the fsync and the mode; fp's buffer is flushed and then dropped */
-    if ((fd = dup(fd)) < 0) goto write_fail;
-    fclose(fp);
-    fp = NULL;
-    free(hdr.p);
-    hdr.p = NULL;
-    if ((st = clcnn_tmp_close(fd, tmp, path, 1, e))) {
-        free(tmp);
-        return st;
-    }
-    *tmp_out = tmp;
-    return CLCNN_SUCCESS;
-write_fail:
-    st = clcnn_fail(e, CLCNN_ERR_IO, "%s: writing %s failed: %s", path, tmp, strerror(errno));
-    if (fp)
-        fclose(fp);
-    else if (fd >= 0)
-        close(fd);
-    unlink(tmp);
-    free(tmp);
+    st = clcnn_write_tmp(path, pieces, n + 2, 1, tmp_out, e);
+    free(pieces);
     free(hdr.p);
     return st;
 }

@@ -1,7 +1,8 @@
 /* Model spec parser (text -> flat layer list), the presets, and the canonical text of a layer
  * list. A hand-written recursive descent over bytes: it will be fuzzed, so every read is
  * checked against the length, numbers saturate instead of overflowing, and repetition is
- * expanded into a fixed-size array that is checked before every copy. */
+ * expanded into a fixed-size array that is checked before every copy. What differs between
+ * layer kinds (names, arguments, defaults, canonical text) is each kind's clcnn_layer_syntax. */
 #include "spec.h"
 
 #include <stdarg.h>
@@ -26,85 +27,36 @@ static const spec_preset presets[] = {
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
-/* Every integer a layer takes lives in one of these slots, whether written positionally or
- * by keyword, so duplicate and range checks are written once. */
-enum { SLOT_OUT, SLOT_KERNEL, SLOT_STRIDE, SLOT_PAD, SLOT_BIAS, SLOT_COUNT };
-
+/* Name and range of each clcnn_spec_slot. */
 typedef struct slot_info {
     const char *name;
     int min, max;
 } slot_info;
 
-static const slot_info slots[SLOT_COUNT] = {
+static const slot_info slots[CLCNN_SLOT_COUNT] = {
     {"out", 1, 65536}, {"kernel", 1, 64}, {"stride", 1, 64}, {"pad", 0, 64}, {"bias", 0, 1},
 };
 
+/* The keywords, each the name of a slot or an alias of one. */
 typedef struct spec_keyword {
     const char *name;
-    int slot;
+    clcnn_spec_slot slot;
 } spec_keyword;
 
 static const spec_keyword keywords[] = {
-    {"stride", SLOT_STRIDE},
-    {"pad", SLOT_PAD},
-    {"padding", SLOT_PAD},
-    {"bias", SLOT_BIAS},
+    {"stride", CLCNN_SLOT_STRIDE},
+    {"pad", CLCNN_SLOT_PAD},
+    {"padding", CLCNN_SLOT_PAD},
+    {"bias", CLCNN_SLOT_BIAS},
 };
 #define N_KEYWORDS ((int)(sizeof keywords / sizeof keywords[0]))
 
-#define KW(slot) (1u << (slot))
-
-typedef struct layer_schema {
-    const char *name; /* canonical: what clcnn_spec_format writes and messages say */
-    int npos, nreq;   /* positional arguments accepted, and how many of them are required */
-    int pos[4];       /* slot of each positional argument, in order */
-    unsigned kw;      /* KW(slot) for each slot that may also be given by keyword */
-    const char *pos_list, *req_list, *kw_list; /* for messages */
-} layer_schema;
-
-/* Indexed by clcnn_layer_kind. */
-static const layer_schema schemas[] = {
-    [CLCNN_LAYER_CONV2D] = {.name = "conv",
-                            .npos = 4,
-                            .nreq = 2,
-                            .pos = {SLOT_OUT, SLOT_KERNEL, SLOT_STRIDE, SLOT_PAD},
-                            .kw = KW(SLOT_STRIDE) | KW(SLOT_PAD) | KW(SLOT_BIAS),
-                            .pos_list = "out, kernel, stride, pad",
-                            .req_list = "out, kernel",
-                            .kw_list = "stride, pad, padding, bias"},
-    [CLCNN_LAYER_MAXPOOL2D] = {.name = "maxpool",
-                               .npos = 3,
-                               .nreq = 1,
-                               .pos = {SLOT_KERNEL, SLOT_STRIDE, SLOT_PAD},
-                               .kw = KW(SLOT_STRIDE) | KW(SLOT_PAD),
-                               .pos_list = "kernel, stride, pad",
-                               .req_list = "kernel",
-                               .kw_list = "stride, pad, padding"},
-    [CLCNN_LAYER_RELU] = {.name = "relu"},
-    [CLCNN_LAYER_FLATTEN] = {.name = "flatten"},
-    [CLCNN_LAYER_LINEAR] = {.name = "linear",
-                            .npos = 1,
-                            .nreq = 1,
-                            .pos = {SLOT_OUT},
-                            .kw = KW(SLOT_BIAS),
-                            .pos_list = "out",
-                            .req_list = "out",
-                            .kw_list = "bias"},
+/* Indexed by clcnn_layer_kind: one entry per line of src/layers/registry.h. */
+static const clcnn_layer_syntax *const syntaxes[CLCNN_LAYER_COUNT] = {
+#define SYNTAX_ENTRY(UPPER, lower, kernels) &clcnn_##lower##_syntax,
+    CLCNN_LAYER_LIST(SYNTAX_ENTRY, CLCNN_LAYER_NO_KERNELS_)
+#undef SYNTAX_ENTRY
 };
-
-typedef struct layer_alias {
-    const char *name;
-    clcnn_layer_kind kind;
-} layer_alias;
-
-static const layer_alias layer_names[] = {
-    {"conv", CLCNN_LAYER_CONV2D},       {"conv2d", CLCNN_LAYER_CONV2D},
-    {"maxpool", CLCNN_LAYER_MAXPOOL2D}, {"maxpool2d", CLCNN_LAYER_MAXPOOL2D},
-    {"mp", CLCNN_LAYER_MAXPOOL2D},      {"relu", CLCNN_LAYER_RELU},
-    {"flatten", CLCNN_LAYER_FLATTEN},   {"linear", CLCNN_LAYER_LINEAR},
-    {"fc", CLCNN_LAYER_LINEAR},
-};
-#define N_LAYER_NAMES ((int)(sizeof layer_names / sizeof layer_names[0]))
 
 /* ---------------------------------------------------------------------------------------- */
 /* Characters                                                                                 */
@@ -135,6 +87,22 @@ static int word_is(const char *s, size_t len, const char *word) {
     return word[len] == '\0';
 }
 
+/* An snprintf that appends: counts what the full text needs and writes what fits. */
+struct clcnn_spec_buf {
+    char *buf;
+    size_t size, len;
+};
+
+void clcnn_spec_append(clcnn_spec_buf *b, const char *fmt, ...) {
+    size_t room = b->len < b->size ? b->size - b->len : 0;
+    va_list ap;
+    int k;
+    va_start(ap, fmt);
+    k = vsnprintf(room ? b->buf + b->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (k > 0) b->len += (size_t)k;
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* Parser state and messages                                                                  */
 
@@ -142,7 +110,7 @@ static int word_is(const char *s, size_t len, const char *word) {
 #define QUOTE_MAX 160 /* longest piece of spec quoted in a message */
 #define TOKEN_MAX 24  /* longest token quoted in a message */
 
-typedef struct parser {
+struct clcnn_spec_parser {
     const char *s;         /* the text: the spec, or a preset's text */
     size_t len;            /* strlen(s), at most CLCNN_SPEC_MAX_LEN */
     size_t i;              /* cursor */
@@ -150,7 +118,8 @@ typedef struct parser {
     int n;                 /* layers in out so far, repetitions expanded */
     int depth;             /* repetition groups currently open */
     clcnn_error *e;
-} parser;
+};
+typedef clcnn_spec_parser parser;
 
 static char cur(const parser *p) {
     return p->i < p->len ? p->s[p->i] : '\0';
@@ -196,13 +165,7 @@ static const char *describe(const parser *p, size_t at, char *buf) {
 
 /* Records "model spec, column C: <what> (in "<spec>")" and returns CLCNN_ERR_SPEC. A long spec
  * is quoted as a window around the column. */
-static clcnn_status fail_at(const parser *p, size_t at, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static clcnn_status fail_at(const parser *p, size_t at, const char *fmt, ...) {
+clcnn_status clcnn_spec_fail(const parser *p, size_t at, const char *fmt, ...) {
     char what[512], quote[QUOTE_MAX + 1];
     size_t from = 0, len = p->len;
     va_list ap;
@@ -229,21 +192,21 @@ static clcnn_status read_int(const parser *p, const char *what, int min, int max
     int is_flag = min == 0 && max == 1; /* bias: say "0 or 1", not "too large" */
     const char *expects = is_flag ? "0 or 1" : "a non-negative integer";
     if (len == 0)
-        return fail_at(p, at, "%s expects %s, got %s", what, expects, describe(p, at, tok));
+        return clcnn_spec_fail(p, at, "%s expects %s, got %s", what, expects, describe(p, at, tok));
     for (size_t k = 0; k < len; k++) {
         char c = p->s[at + k];
         if (!is_digit(c))
-            return fail_at(p, at, "%s expects %s, got %s", what, expects,
-                           quote_token(tok, p->s + at, len));
+            return clcnn_spec_fail(p, at, "%s expects %s, got %s", what, expects,
+                                   quote_token(tok, p->s + at, len));
         if (v < 100000000) v = v * 10 + (c - '0');
     }
     if (is_flag && v > 1)
-        return fail_at(p, at, "%s expects %s, got %s", what, expects,
-                       quote_token(tok, p->s + at, len));
+        return clcnn_spec_fail(p, at, "%s expects %s, got %s", what, expects,
+                               quote_token(tok, p->s + at, len));
     if (v > max)
-        return fail_at(p, at, "%s %s is too large (at most %d)", what,
-                       quote_token(tok, p->s + at, len), max);
-    if (v < min) return fail_at(p, at, "%s must be in %d..%d, got %d", what, min, max, v);
+        return clcnn_spec_fail(p, at, "%s %s is too large (at most %d)", what,
+                               quote_token(tok, p->s + at, len), max);
+    if (v < min) return clcnn_spec_fail(p, at, "%s must be in %d..%d, got %d", what, min, max, v);
     *out = v;
     return CLCNN_SUCCESS;
 }
@@ -251,52 +214,73 @@ static clcnn_status read_int(const parser *p, const char *what, int min, int max
 /* ---------------------------------------------------------------------------------------- */
 /* Layers                                                                                     */
 
-enum { ARG_UNSET, ARG_POS, ARG_KW };
+#define LIST_MAX 256 /* longest list of names in a message */
 
-typedef struct layer_args {
-    int val[SLOT_COUNT];
-    int how[SLOT_COUNT];    /* ARG_* */
-    size_t col[SLOT_COUNT]; /* offset of the value, for checks made after the list is read */
-    int npos;
-} layer_args;
+/* Appends word to the ", "-separated list in b. */
+static void list_add(clcnn_spec_buf *b, const char *word) {
+    clcnn_spec_append(b, "%s%s", b->len > 0 ? ", " : "", word);
+}
+
+/* The names of the first n positional arguments of ls, "out, kernel", into buf (LIST_MAX). */
+static const char *positional_names(char *buf, const clcnn_layer_syntax *ls, int n) {
+    clcnn_spec_buf b = {buf, LIST_MAX, 0};
+    buf[0] = '\0';
+    for (int k = 0; k < n; k++)
+        list_add(&b, slots[ls->pos[k]].name);
+    return buf;
+}
+
+/* The keywords ls takes, aliases included, "stride, pad, padding", into buf (LIST_MAX). */
+static const char *keyword_names(char *buf, const clcnn_layer_syntax *ls) {
+    clcnn_spec_buf b = {buf, LIST_MAX, 0};
+    buf[0] = '\0';
+    for (int k = 0; k < N_KEYWORDS; k++)
+        if (ls->kw & CLCNN_SLOT_BIT(keywords[k].slot)) list_add(&b, keywords[k].name);
+    return buf;
+}
 
 static int find_keyword(const char *s, size_t len) {
     for (int k = 0; k < N_KEYWORDS; k++)
-        if (word_is(s, len, keywords[k].name)) return keywords[k].slot;
+        if (word_is(s, len, keywords[k].name)) return (int)keywords[k].slot;
     return -1;
 }
 
 /* One argument, the cursor on its first byte: "INT" or "KEY = INT". */
-static clcnn_status parse_arg(parser *p, const layer_schema *ls, layer_args *a, int *seen_kw) {
-    char tok[TOKEN_MAX + 8];
+static clcnn_status parse_arg(parser *p, const clcnn_layer_syntax *ls, clcnn_layer_args *a,
+                              int *seen_kw) {
+    char tok[TOKEN_MAX + 8], list[LIST_MAX];
     size_t at = p->i, end = word_end(p, at);
     int slot;
     p->i = end;
     skip_ws(p);
     if (cur(p) == '=') {
-        if (end == at) return fail_at(p, p->i, "expected a keyword name before '='");
+        if (end == at) return clcnn_spec_fail(p, p->i, "expected a keyword name before '='");
         slot = find_keyword(p->s + at, end - at);
-        if (slot < 0 || !(ls->kw & KW(slot)))
-            return fail_at(p, at, "%s has no keyword %s (it takes %s)", ls->name,
-                           quote_token(tok, p->s + at, end - at), ls->kw_list);
-        if (a->how[slot] == ARG_KW) return fail_at(p, at, "%s given twice", slots[slot].name);
-        if (a->how[slot] == ARG_POS)
-            return fail_at(p, at, "%s given both positionally and by keyword", slots[slot].name);
+        if (slot < 0 || !(ls->kw & CLCNN_SLOT_BIT(slot)))
+            return clcnn_spec_fail(p, at, "%s has no keyword %s (it takes %s)", ls->name,
+                                   quote_token(tok, p->s + at, end - at), keyword_names(list, ls));
+        if (a->how[slot] == CLCNN_ARG_KW)
+            return clcnn_spec_fail(p, at, "%s given twice", slots[slot].name);
+        if (a->how[slot] == CLCNN_ARG_POS)
+            return clcnn_spec_fail(p, at, "%s given both positionally and by keyword",
+                                   slots[slot].name);
         p->i++;
         skip_ws(p);
         at = p->i;
         end = word_end(p, at);
         p->i = end;
         *seen_kw = 1;
-        a->how[slot] = ARG_KW;
+        a->how[slot] = CLCNN_ARG_KW;
     } else {
-        if (end == at) return fail_at(p, at, "expected an argument, got %s", describe(p, at, tok));
-        if (*seen_kw) return fail_at(p, at, "positional argument after keyword arguments");
+        if (end == at)
+            return clcnn_spec_fail(p, at, "expected an argument, got %s", describe(p, at, tok));
+        if (*seen_kw) return clcnn_spec_fail(p, at, "positional argument after keyword arguments");
         if (a->npos >= ls->npos)
-            return fail_at(p, at, "%s takes at most %d positional argument%s (%s)", ls->name,
-                           ls->npos, ls->npos == 1 ? "" : "s", ls->pos_list);
+            return clcnn_spec_fail(p, at, "%s takes at most %d positional argument%s (%s)",
+                                   ls->name, ls->npos, ls->npos == 1 ? "" : "s",
+                                   positional_names(list, ls, ls->npos));
         slot = ls->pos[a->npos++];
-        a->how[slot] = ARG_POS;
+        a->how[slot] = CLCNN_ARG_POS;
     }
     a->col[slot] = at;
     return read_int(p, slots[slot].name, slots[slot].min, slots[slot].max, at, end - at,
@@ -304,7 +288,7 @@ static clcnn_status parse_arg(parser *p, const layer_schema *ls, layer_args *a, 
 }
 
 /* "( [arg {, arg}] )", the cursor on '('. */
-static clcnn_status parse_args(parser *p, const layer_schema *ls, layer_args *a) {
+static clcnn_status parse_args(parser *p, const clcnn_layer_syntax *ls, clcnn_layer_args *a) {
     char tok[TOKEN_MAX + 8];
     size_t open = p->i++;
     int seen_kw = 0;
@@ -314,51 +298,66 @@ static clcnn_status parse_args(parser *p, const layer_schema *ls, layer_args *a)
         p->i++;
         return CLCNN_SUCCESS;
     }
-    if (ls->npos == 0 && ls->kw == 0) return fail_at(p, p->i, "%s takes no arguments", ls->name);
+    if (ls->npos == 0 && ls->kw == 0)
+        return clcnn_spec_fail(p, p->i, "%s takes no arguments", ls->name);
     for (;;) {
         skip_ws(p);
         st = parse_arg(p, ls, a, &seen_kw);
         if (st != CLCNN_SUCCESS) return st;
         skip_ws(p);
         if (p->i >= p->len)
-            return fail_at(p, p->i, "missing ')' to close the arguments of %s opened at column %zu",
-                           ls->name, open + 1);
+            return clcnn_spec_fail(p, p->i,
+                                   "missing ')' to close the arguments of %s opened at column %zu",
+                                   ls->name, open + 1);
         if (cur(p) == ')') {
             p->i++;
             return CLCNN_SUCCESS;
         }
         if (cur(p) != ',')
-            return fail_at(p, p->i, "expected ',' or ')' in the arguments of %s, got %s", ls->name,
-                           describe(p, p->i, tok));
+            return clcnn_spec_fail(p, p->i, "expected ',' or ')' in the arguments of %s, got %s",
+                                   ls->name, describe(p, p->i, tok));
         p->i++;
     }
 }
 
 static clcnn_status unknown_layer(const parser *p, size_t at, size_t end) {
-    char tok[TOKEN_MAX + 8];
+    char tok[TOKEN_MAX + 8], names[LIST_MAX];
+    clcnn_spec_buf b = {names, sizeof names, 0};
     quote_token(tok, p->s + at, end - at);
     for (int k = 0; k < N_PRESETS; k++)
         if (word_is(p->s + at, end - at, presets[k].name))
-            return fail_at(p, at, "unknown layer %s (a preset name must be the whole spec)", tok);
-    return fail_at(p, at, "unknown layer %s (expected conv, maxpool, relu, flatten or linear)",
-                   tok);
+            return clcnn_spec_fail(p, at, "unknown layer %s (a preset name must be the whole spec)",
+                                   tok);
+    names[0] = '\0';
+    for (int k = 0; k < CLCNN_LAYER_COUNT; k++) {
+        const char *sep = k == 0 ? "" : k < CLCNN_LAYER_COUNT - 1 ? ", " : " or ";
+        clcnn_spec_append(&b, "%s%s", sep, syntaxes[k]->name);
+    }
+    return clcnn_spec_fail(p, at, "unknown layer %s (expected %s)", tok, names);
+}
+
+/* The kind whose name or an alias is s[0..len), ignoring ASCII case; -1 for none. */
+static int find_kind(const char *s, size_t len) {
+    for (int k = 0; k < CLCNN_LAYER_COUNT; k++) {
+        const clcnn_layer_syntax *ls = syntaxes[k];
+        if (word_is(s, len, ls->name)) return k;
+        for (int a = 0; a < CLCNN_LAYER_MAX_ALIASES && ls->aliases[a]; a++)
+            if (word_is(s, len, ls->aliases[a])) return k;
+    }
+    return -1;
 }
 
 /* "NAME [( args )]", the cursor on the name. */
 static clcnn_status parse_layer(parser *p) {
+    char list[LIST_MAX];
     size_t start = p->i, end = word_end(p, start);
-    const layer_schema *ls = NULL;
-    layer_args a;
+    int kind = find_kind(p->s + start, end - start);
+    const clcnn_layer_syntax *ls;
+    clcnn_layer_args a;
     clcnn_layer_desc d;
-    clcnn_layer_kind kind = CLCNN_LAYER_RELU;
     clcnn_status st;
-    for (int k = 0; k < N_LAYER_NAMES && !ls; k++) {
-        if (word_is(p->s + start, end - start, layer_names[k].name)) {
-            kind = layer_names[k].kind;
-            ls = &schemas[kind];
-        }
-    }
-    if (!ls) return unknown_layer(p, start, end);
+    if (kind < 0) return unknown_layer(p, start, end);
+    ls = syntaxes[kind];
     memset(&a, 0, sizeof a);
     p->i = end;
     skip_ws(p);
@@ -369,41 +368,18 @@ static clcnn_status parse_layer(parser *p) {
         p->i = end; /* the whitespace separates this layer from the next: leave it */
     }
     if (a.npos < ls->nreq)
-        return fail_at(p, start, "%s needs %s%d positional argument%s (%s), got %d", ls->name,
-                       ls->npos > ls->nreq ? "at least " : "", ls->nreq, ls->nreq == 1 ? "" : "s",
-                       ls->req_list, a.npos);
+        return clcnn_spec_fail(p, start, "%s needs %s%d positional argument%s (%s), got %d",
+                               ls->name, ls->npos > ls->nreq ? "at least " : "", ls->nreq,
+                               ls->nreq == 1 ? "" : "s", positional_names(list, ls, ls->nreq),
+                               a.npos);
     if (p->n >= CLCNN_SPEC_MAX_LAYERS)
-        return fail_at(p, start, "more than %d layers", CLCNN_SPEC_MAX_LAYERS);
-
+        return clcnn_spec_fail(p, start, "more than %d layers", CLCNN_SPEC_MAX_LAYERS);
     memset(&d, 0, sizeof d);
-    d.kind = kind;
+    d.kind = (clcnn_layer_kind)kind;
     d.pos = (int)start + 1;
-    switch (kind) {
-    case CLCNN_LAYER_CONV2D:
-        d.out = a.val[SLOT_OUT];
-        d.kernel = a.val[SLOT_KERNEL];
-        d.stride = a.how[SLOT_STRIDE] ? a.val[SLOT_STRIDE] : 1;
-        d.pad = a.val[SLOT_PAD];
-        d.bias = a.how[SLOT_BIAS] ? a.val[SLOT_BIAS] : 1;
-        break;
-    case CLCNN_LAYER_MAXPOOL2D:
-        d.kernel = a.val[SLOT_KERNEL];
-        d.stride = a.how[SLOT_STRIDE] ? a.val[SLOT_STRIDE] : d.kernel;
-        d.pad = a.val[SLOT_PAD];
-        /* PyTorch refuses this only when the layer first runs; catching it here points at the
-         * text instead. */
-        if (d.pad > d.kernel / 2)
-            return fail_at(p, a.col[SLOT_PAD],
-                           "maxpool pad %d is more than half the kernel %d (PyTorch requires "
-                           "pad <= kernel/2)",
-                           d.pad, d.kernel);
-        break;
-    case CLCNN_LAYER_LINEAR:
-        d.out = a.val[SLOT_OUT];
-        d.bias = a.how[SLOT_BIAS] ? a.val[SLOT_BIAS] : 1;
-        break;
-    case CLCNN_LAYER_RELU:
-    case CLCNN_LAYER_FLATTEN: break;
+    if (ls->finish) {
+        st = ls->finish(p, &a, &d);
+        if (st != CLCNN_SUCCESS) return st;
     }
     p->out[p->n++] = d;
     return CLCNN_SUCCESS;
@@ -424,19 +400,22 @@ static clcnn_status parse_repeat(parser *p) {
     size_t digits = p->i - start;
     skip_ws(p);
     if (cur(p) != '*')
-        return fail_at(p, p->i,
-                       "expected '*' after the repeat count (a repetition is N*( layers )), "
-                       "got %s",
-                       describe(p, p->i, tok));
+        return clcnn_spec_fail(
+            p, p->i,
+            "expected '*' after the repeat count (a repetition is N*( layers )), "
+            "got %s",
+            describe(p, p->i, tok));
     p->i++;
     skip_ws(p);
     if (cur(p) != '(')
-        return fail_at(p, p->i, "expected '(' after '*' (a repetition is N*( layers )), got %s",
-                       describe(p, p->i, tok));
+        return clcnn_spec_fail(p, p->i,
+                               "expected '(' after '*' (a repetition is N*( layers )), got %s",
+                               describe(p, p->i, tok));
     st = read_int(p, "repeat count", 1, CLCNN_SPEC_MAX_REPEAT, start, digits, &count);
     if (st != CLCNN_SUCCESS) return st;
     if (p->depth >= CLCNN_SPEC_MAX_DEPTH)
-        return fail_at(p, p->i, "repetition groups nest deeper than %d", CLCNN_SPEC_MAX_DEPTH);
+        return clcnn_spec_fail(p, p->i, "repetition groups nest deeper than %d",
+                               CLCNN_SPEC_MAX_DEPTH);
     open = p->i++;
     first = p->n;
     p->depth++;
@@ -446,8 +425,8 @@ static clcnn_status parse_repeat(parser *p) {
     glen = p->n - first;
     for (int r = 1; r < count; r++) {
         if (glen > CLCNN_SPEC_MAX_LAYERS - p->n)
-            return fail_at(p, start, "more than %d layers after expanding repetitions",
-                           CLCNN_SPEC_MAX_LAYERS);
+            return clcnn_spec_fail(p, start, "more than %d layers after expanding repetitions",
+                                   CLCNN_SPEC_MAX_LAYERS);
         memcpy(p->out + p->n, p->out + first, (size_t)glen * sizeof *p->out);
         p->n += glen;
     }
@@ -466,27 +445,28 @@ static clcnn_status parse_list(parser *p, size_t open) {
         char c = cur(p);
         int end = p->i >= p->len;
         if (end || c == ')') {
-            if (comma) return fail_at(p, comma_at, "expected a layer after ','");
+            if (comma) return clcnn_spec_fail(p, comma_at, "expected a layer after ','");
             if (end && open != NO_GROUP)
-                return fail_at(p, p->i, "missing ')' to close the group opened at column %zu",
-                               open + 1);
+                return clcnn_spec_fail(
+                    p, p->i, "missing ')' to close the group opened at column %zu", open + 1);
             if (!end && open == NO_GROUP)
-                return fail_at(p, p->i, "unexpected ')' with no group open");
+                return clcnn_spec_fail(p, p->i, "unexpected ')' with no group open");
             if (items == 0)
-                return open == NO_GROUP ? fail_at(p, 0, "empty spec, expected at least one layer")
-                                        : fail_at(p, open, "empty repetition group");
+                return open == NO_GROUP
+                           ? clcnn_spec_fail(p, 0, "empty spec, expected at least one layer")
+                           : clcnn_spec_fail(p, open, "empty repetition group");
             if (!end) p->i++;
             return CLCNN_SUCCESS;
         }
         if (items > 0 && !sep)
-            return fail_at(p, p->i, "expected ',' or whitespace between layers, got %s",
-                           describe(p, p->i, tok));
+            return clcnn_spec_fail(p, p->i, "expected ',' or whitespace between layers, got %s",
+                                   describe(p, p->i, tok));
         if (is_digit(c))
             st = parse_repeat(p);
         else if (!is_delim(c))
             st = parse_layer(p);
         else
-            st = fail_at(p, p->i, "expected a layer name, got %s", describe(p, p->i, tok));
+            st = clcnn_spec_fail(p, p->i, "expected a layer name, got %s", describe(p, p->i, tok));
         if (st != CLCNN_SUCCESS) return st;
         items++;
         sep = skip_ws(p) > 0;
@@ -555,62 +535,27 @@ clcnn_status clcnn_spec_parse(const char *spec, clcnn_layer_desc **layers, int *
     return CLCNN_SUCCESS;
 }
 
-/* An snprintf that appends: counts what the full text needs and writes what fits. */
-typedef struct spec_buf {
-    char *buf;
-    size_t size, len;
-} spec_buf;
-
-static void append(spec_buf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static void append(spec_buf *b, const char *fmt, ...) {
-    size_t room = b->len < b->size ? b->size - b->len : 0;
-    va_list ap;
-    int k;
-    va_start(ap, fmt);
-    k = vsnprintf(room ? b->buf + b->len : NULL, room, fmt, ap);
-    va_end(ap);
-    if (k > 0) b->len += (size_t)k;
-}
-
 size_t clcnn_spec_format(const clcnn_layer_desc *layers, int n, char *buf, size_t size) {
-    spec_buf b = {buf, buf ? size : 0, 0};
+    clcnn_spec_buf b = {buf, buf ? size : 0, 0};
     if (b.size > 0) buf[0] = '\0';
     for (int i = 0; layers && i < n; i++) {
-        const clcnn_layer_desc *d = &layers[i];
-        const char *sep = i > 0 ? " " : "";
-        switch (d->kind) {
-        case CLCNN_LAYER_CONV2D:
-            append(&b, "%sconv(%d,%d,stride=%d,pad=%d%s)", sep, d->out, d->kernel, d->stride,
-                   d->pad, d->bias ? "" : ",bias=0");
-            break;
-        case CLCNN_LAYER_MAXPOOL2D:
-            append(&b, "%smaxpool(%d,stride=%d", sep, d->kernel, d->stride);
-            if (d->pad) append(&b, ",pad=%d", d->pad);
-            append(&b, ")");
-            break;
-        case CLCNN_LAYER_RELU: append(&b, "%srelu", sep); break;
-        case CLCNN_LAYER_FLATTEN: append(&b, "%sflatten", sep); break;
-        case CLCNN_LAYER_LINEAR:
-            append(&b, "%slinear(%d%s)", sep, d->out, d->bias ? "" : ",bias=0");
-            break;
-        default: append(&b, "%sunknown", sep); break; /* fails to parse back, visibly */
-        }
+        const clcnn_layer_syntax *ls = clcnn_layer_syntax_of(layers[i].kind);
+        if (i > 0) clcnn_spec_append(&b, " ");
+        if (!ls)
+            clcnn_spec_append(&b, "unknown"); /* fails to parse back, visibly */
+        else if (ls->format)
+            ls->format(&layers[i], &b);
+        else
+            clcnn_spec_append(&b, "%s", ls->name);
     }
     return b.len;
 }
 
+const clcnn_layer_syntax *clcnn_layer_syntax_of(clcnn_layer_kind k) {
+    return (int)k >= 0 && (int)k < CLCNN_LAYER_COUNT ? syntaxes[k] : NULL;
+}
+
 const char *clcnn_layer_kind_name(clcnn_layer_kind k) {
-    switch (k) {
-    case CLCNN_LAYER_CONV2D: return "Conv2d";
-    case CLCNN_LAYER_MAXPOOL2D: return "MaxPool2d";
-    case CLCNN_LAYER_RELU: return "ReLU";
-    case CLCNN_LAYER_FLATTEN: return "Flatten";
-    case CLCNN_LAYER_LINEAR: return "Linear";
-    }
-    return "Unknown";
+    const clcnn_layer_syntax *ls = clcnn_layer_syntax_of(k);
+    return ls ? ls->torch_name : "Unknown";
 }

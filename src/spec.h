@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "common.h"
+#include "layers/registry.h"
 
 /* Limits the parser enforces. Going past any of them is a CLCNN_ERR_SPEC, never a crash or a
  * large allocation, so the parser can take untrusted text (it is fuzzed). */
@@ -15,13 +16,18 @@
 #define CLCNN_SPEC_MAX_DEPTH 8    /* nested repetition groups */
 /* CLCNN_SPEC_MAX_LEN (clcnn.h): bytes of spec text; keeps every column an int */
 
+/* One value per line of src/layers/registry.h, in its order: CLCNN_LAYER_CONV2D, ... */
 typedef enum clcnn_layer_kind {
-    CLCNN_LAYER_CONV2D,
-    CLCNN_LAYER_MAXPOOL2D,
-    CLCNN_LAYER_RELU,
-    CLCNN_LAYER_FLATTEN,
-    CLCNN_LAYER_LINEAR
+#define CLCNN_LAYER_ENUM_(UPPER, lower, kernels) CLCNN_LAYER_##UPPER,
+    CLCNN_LAYER_LIST(CLCNN_LAYER_ENUM_, CLCNN_LAYER_NO_KERNELS_)
+#undef CLCNN_LAYER_ENUM_
 } clcnn_layer_kind;
+
+/* How many kinds there are. Outside the enum, so that a switch over the kinds needs no case
+ * for it. */
+#define CLCNN_LAYER_ONE_(UPPER, lower, kernels) +1
+enum { CLCNN_LAYER_COUNT = 0 CLCNN_LAYER_LIST(CLCNN_LAYER_ONE_, CLCNN_LAYER_NO_KERNELS_) };
+#undef CLCNN_LAYER_ONE_
 
 /* One layer as written in the spec. Input sizes (channels, features) are not part of it: they
  * come from the data and the layers before, when the model is built. */
@@ -55,5 +61,84 @@ size_t clcnn_spec_format(const clcnn_layer_desc *layers, int n, char *buf, size_
 /* PyTorch name of a layer kind ("Conv2d", "MaxPool2d", "ReLU", "Flatten", "Linear"); "Unknown"
  * for a value outside the enum. Never NULL. */
 const char *clcnn_layer_kind_name(clcnn_layer_kind k);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Layer syntax: what each layer kind defines so that the parser and the formatter know it  */
+
+/* Every integer a layer takes lives in one of these slots, whether written positionally or by
+ * keyword, so duplicate and range checks are made once for every kind. Names, ranges and
+ * keywords (pad= and its alias padding=, ...) are in spec.c. */
+typedef enum clcnn_spec_slot {
+    CLCNN_SLOT_OUT,    /* 1..65536 */
+    CLCNN_SLOT_KERNEL, /* 1..64 */
+    CLCNN_SLOT_STRIDE, /* 1..64 */
+    CLCNN_SLOT_PAD,    /* 0..64 */
+    CLCNN_SLOT_BIAS,   /* 0 or 1 */
+    CLCNN_SLOT_COUNT
+} clcnn_spec_slot;
+
+#define CLCNN_SLOT_BIT(slot) (1u << (slot))
+
+/* How a slot was given. */
+enum { CLCNN_ARG_UNSET, CLCNN_ARG_POS, CLCNN_ARG_KW };
+
+/* The arguments of one layer as read, range-checked, before defaults apply. */
+typedef struct clcnn_layer_args {
+    int val[CLCNN_SLOT_COUNT];    /* 0 when unset */
+    int how[CLCNN_SLOT_COUNT];    /* CLCNN_ARG_* */
+    size_t col[CLCNN_SLOT_COUNT]; /* offset of the value in the text, for clcnn_spec_fail */
+    int npos;                     /* positional arguments given */
+} clcnn_layer_args;
+
+/* The value of a slot, or def when it was not given. */
+static inline int clcnn_layer_arg(const clcnn_layer_args *a, clcnn_spec_slot slot, int def) {
+    return a->how[slot] != CLCNN_ARG_UNSET ? a->val[slot] : def;
+}
+
+typedef struct clcnn_spec_parser clcnn_spec_parser; /* one parse in progress */
+typedef struct clcnn_spec_buf clcnn_spec_buf;       /* the text clcnn_spec_format builds */
+
+/* Records `model spec, column <at + 1>: <message> (in "<spec>")` as the parse's error and
+ * returns CLCNN_ERR_SPEC. at is a byte offset in the text, such as a clcnn_layer_args col. */
+clcnn_status clcnn_spec_fail(const clcnn_spec_parser *p, size_t at, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Appends printf-formatted text to b; what does not fit is counted but not written. */
+void clcnn_spec_append(clcnn_spec_buf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+#define CLCNN_LAYER_MAX_ALIASES 4
+
+/* Everything the parser, the formatter and the messages know of one layer kind. Each kind
+ * defines one, clcnn_<lower>_syntax (declared below from registry.h). */
+typedef struct clcnn_layer_syntax {
+    const char *name; /* canonical: what clcnn_spec_format writes and messages say */
+    const char *aliases[CLCNN_LAYER_MAX_ALIASES]; /* other names it accepts; unused entries NULL */
+    const char *torch_name;                /* PyTorch class name, for clcnn_layer_kind_name */
+    clcnn_spec_slot pos[CLCNN_SLOT_COUNT]; /* slot of each positional argument, in order */
+    int npos, nreq; /* positional arguments accepted, and how many of them are required */
+    unsigned kw;    /* CLCNN_SLOT_BIT(slot) for each slot that may also be given by keyword; the
+                     * messages list the slot names and keywords from these fields */
+    /* Fills d's fields from a, with the kind's defaults, and checks what the slot ranges do not
+     * (a failure goes through clcnn_spec_fail). d arrives zeroed, with kind and pos set. NULL: the
+     * layer has no fields. */
+    clcnn_status (*finish)(const clcnn_spec_parser *p, const clcnn_layer_args *a,
+                           clcnn_layer_desc *d);
+    /* Appends d's canonical text, which parses back to d. NULL: the name alone. */
+    void (*format)(const clcnn_layer_desc *d, clcnn_spec_buf *b);
+} clcnn_layer_syntax;
+
+#define CLCNN_LAYER_SYNTAX_(UPPER, lower, kernels) extern const clcnn_layer_syntax clcnn_##lower##_syntax;
+CLCNN_LAYER_LIST(CLCNN_LAYER_SYNTAX_, CLCNN_LAYER_NO_KERNELS_)
+#undef CLCNN_LAYER_SYNTAX_
+
+/* The syntax of a layer kind; NULL for a value outside the enum. */
+const clcnn_layer_syntax *clcnn_layer_syntax_of(clcnn_layer_kind k);
 
 #endif

@@ -38,6 +38,10 @@ const char *clcnn_summary_writer_errmsg(const clcnn_summary_writer *w) {
     return w ? w->err.msg : "NULL writer";
 }
 
+clcnn_status clcnn_summary_writer_errcode(const clcnn_summary_writer *w) {
+    return w ? w->err.code : CLCNN_ERR_INVALID_ARGUMENT;
+}
+
 clcnn_status clcnn_summary_writer_close(clcnn_summary_writer *w) {
     clcnn_status st = CLCNN_SUCCESS;
     if (!w) return CLCNN_SUCCESS;

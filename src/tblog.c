@@ -4,12 +4,13 @@
 
 #include "tblog.h"
 
+#include "files.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -209,35 +210,6 @@ clcnn_status clcnn_tblog_scalar(clcnn_tblog *tb, const char *tag, float value, i
     return emit(tb, payload, e);
 }
 
-/* mkdir -p: creates each missing component; one that exists already is fine if a directory. */
-static clcnn_status make_dirs(const char *dir, clcnn_error *e) {
-    clcnn_status st = CLCNN_SUCCESS;
-    char *p = strdup(dir);
-    if (!p) return clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "%s: out of memory", dir);
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != '\0') continue;
-        char c = *s;
-        *s = '\0';
-        if (mkdir(p, 0777) != 0) {
-            /* mkdir reports EEXIST, or EACCES/EROFS in a read-only parent, for a component
-             * that exists; only a directory that is really there lets us go on. */
-            int err = errno;
-            struct stat sb;
-            if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-                if (err == EEXIST) err = ENOTDIR;
-                st = clcnn_fail(e, CLCNN_ERR_IO, "cannot create log directory %s: %s", p,
-                                strerror(err));
-                goto fail;
-            }
-        }
-        *s = c;
-        if (c == '\0') break;
-    }
-fail:
-    free(p);
-    return st;
-}
-
 /* The hostname goes into a file name: keep it to characters that are safe in one. */
 static void file_safe_hostname(char *host, size_t size) {
     if (gethostname(host, size) != 0 || host[0] == '\0') snprintf(host, size, "localhost");
@@ -254,7 +226,7 @@ clcnn_status clcnn_tblog_open(clcnn_tblog **out, const char *logdir, clcnn_error
     if (!out || !logdir || !*logdir)
         return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "tblog_open: NULL argument or empty dir");
     *out = NULL;
-    st = make_dirs(logdir, e);
+    st = clcnn_mkdir_p(logdir, 0777, e);
     if (st != CLCNN_SUCCESS) return st;
 
     struct timespec now;

@@ -10,14 +10,26 @@
 
 #include "context.h"
 
+/* A context's tuner: whether tuning is on, the decisions known, and the file that keeps them.
+ * A context with autotuning on owns one (ctx->tuner); with it off there is none. */
+typedef struct clcnn_tuner clcnn_tuner;
+
 /* Runs candidate `c` of a decision; it must be safe to run any number of times. */
 typedef clcnn_status (*clcnn_tune_run)(clcnn_context *ctx, int c, void *arg);
 
-/* Turns autotuning on from CLCNN_AUTOTUNE (0 or 1; anything else is an error) unless the
- * options already did, and reads the device's tuning file (a missing file, unreadable or
- * malformed lines are ignored: they only cost a new timing). */
-clcnn_status clcnn_tune_init(clcnn_context *ctx, int use_cache);
-void clcnn_tune_free(clcnn_context *ctx);
+/* A tuner for device `info` that keeps its file in cache_dir ("" = memory only) and reads the
+ * decisions already there (a missing file, unreadable or malformed lines are ignored: they only
+ * cost a new timing). */
+clcnn_status clcnn_tuner_create(clcnn_tuner **out, const clcnn_device_info *info,
+                                const char *cache_dir, clcnn_error *e);
+/* NULL is a no-op. */
+void clcnn_tuner_free(clcnn_tuner *t);
+
+/* 1 when the context times its choices (clcnn_context_options.autotune or CLCNN_AUTOTUNE=1). */
+int clcnn_tune_enabled(const clcnn_context *ctx);
+
+/* The candidate recorded for decision `key`, NULL when none (or tuning is off). */
+const char *clcnn_tune_lookup(const clcnn_context *ctx, const char *key);
 
 /* The candidate (index into names[0..n-1]) for decision `key`: the recorded one, else the
  * fastest of a timing (each run once to warm up, then timed three times, waiting for the

@@ -45,9 +45,9 @@ cp "$src"/cl/*.cl "$work/cl/"
 if [ "${SELF_TEST:-1}" = 0 ]; then
     echo "self-test: skipped (SELF_TEST=0)"
 else
-sed -i 's/float v = x\[xoff + i\];/float v = x[xoff + i + (1 << 22)];/' "$work/cl/layers.cl"
-if cmp -s "$src/cl/layers.cl" "$work/cl/layers.cl"; then
-    echo "FAIL: self-test: could not inject the bug into relu_forward (cl/layers.cl changed?)"
+sed -i 's/float v = x\[xoff + i\];/float v = x[xoff + i + (1 << 22)];/' "$work/cl/relu.cl"
+if cmp -s "$src/cl/relu.cl" "$work/cl/relu.cl"; then
+    echo "FAIL: self-test: could not inject the bug into relu_forward (cl/relu.cl changed?)"
     fail=1
 else
     under_oclgrind self-test "$work/self.log" "$work/self.out" CLCNN_BACKEND=cpu \

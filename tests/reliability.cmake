@@ -15,9 +15,9 @@ add_test(NAME test_kill COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_kill.sh
 set_tests_properties(test_kill PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 
 # Every kernel family once on tiny models, every step checked against the double-precision
-# references (src/layers/ref.c): losses, gradients, weights after each optimizer step,
+# references (tests/ref/): losses, gradients, weights after each optimizer step,
 # evaluation and inference. tests/oclgrind_check.sh runs the same program under oclgrind.
-clcnn_test(test_kernels_small SOURCES test_kernels_small.c)
+clcnn_test(test_kernels_small SOURCES test_kernels_small.c LIBS clcnn_ref)
 
 # The same program under oclgrind (label "oclgrind"; skipped when oclgrind is not installed):
 # no invalid access, no API misuse, no data race, the reference checks pass there too, same

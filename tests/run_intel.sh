@@ -31,7 +31,7 @@ fi
 device=$(printf '%s\n' "$rows" | sed 's/  */ /g')
 echo "== Intel OpenCL: $device"
 
-regex='^(test_layers|test_gemm|test_fixtures)(_.*)?$|^test_e2e$'
+regex='^(test_gemm|test_fixtures)(_.*)?$|^(test_layer_ops|test_e2e)$'
 cd "$build" || die "cannot enter $build"
 expected=$(ctest -N -R "$regex" | sed -n 's/^ *Test *#[0-9]*: //p')
 [ -n "$expected" ] || die "no test matches $regex in $build"
@@ -42,7 +42,7 @@ ctest -R "$regex" --output-on-failure -j"$(nproc)" --timeout "${CLCNN_INTEL_TIME
     >"$log" 2>&1
 rc=$?
 # Only "Passed" passes: ***Failed, ***Skipped, ***Timeout, Not Run, ... all fail.
-# ctest's lines: " 3/13 Test  #8: test_layers_clblast .......***Skipped   0.01 sec"
+# ctest's lines: " 3/10 Test  #8: test_gemm_clblast .........***Skipped   0.01 sec"
 line_re='^ *[0-9]*/[0-9]* Test *#[0-9]*: \([^ ]*\) [ .]*\(.*[^ ]\) \{1,\}\([0-9.]* sec\)$'
 status=$(sed -n "s|$line_re|\1\|\2\|\3|p" "$log")
 bad=0

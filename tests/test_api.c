@@ -1,8 +1,9 @@
 /* The public API as an embedder sees it: only <clcnn.h> (and OpenCL's own header, for the
  * adopted-context case). Error paths return statuses with messages and never crash; the
  * in-memory data set trains through the epoch call and its progress callback; inference
- * agrees with what evaluation reported; checkpoints round-trip; a host-made OpenCL context
- * and queue can be adopted. */
+ * agrees with what evaluation reported; checkpoints round-trip; an epoch resumed at any batch
+ * (through a checkpoint) ends bit for bit where the uninterrupted one ends; every handle keeps
+ * the status of its last failure; a host-made OpenCL context and queue can be adopted. */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include <math.h>
@@ -48,6 +49,35 @@ static int on_progress(void *user, int64_t batch, int64_t batches, float loss) {
     return p->stop_after && p->calls >= p->stop_after;
 }
 
+/* Every loss a progress callback saw, by batch. */
+typedef struct loss_log {
+    float loss[16];
+    int64_t batch[16];
+    int calls;
+} loss_log;
+
+static int record_loss(void *user, int64_t batch, int64_t batches, float loss) {
+    loss_log *l = user;
+    (void)batches;
+    if (l->calls < 16) l->loss[l->calls] = loss, l->batch[l->calls] = batch;
+    l->calls++;
+    return 0;
+}
+
+/* A batch hook that checks its arguments and stops the epoch before batch `at`. */
+typedef struct stop_at {
+    int64_t at, epoch;
+    int batch_size, calls;
+} stop_at;
+
+static int stop_hook(void *user, int64_t epoch, int64_t batch, int first, int n) {
+    stop_at *s = user;
+    s->calls++;
+    CHECK(epoch == s->epoch && first == (int)batch * s->batch_size);
+    CHECK(n == (N - first < s->batch_size ? N - first : s->batch_size));
+    return batch >= s->at;
+}
+
 static void check_no_crash_on_null(void) {
     CHECK(strcmp(clcnn_version(), CLCNN_VERSION_STRING) == 0);
     CHECK(strcmp(clcnn_status_str(CLCNN_ERR_IO), "CLCNN_ERR_IO") == 0);
@@ -57,6 +87,13 @@ static void check_no_crash_on_null(void) {
     CHECK(clcnn_devices_errmsg(NULL) != NULL);
     CHECK(clcnn_context_errmsg(NULL) != NULL && clcnn_model_errmsg(NULL) != NULL);
     CHECK(clcnn_dataset_errmsg(NULL) != NULL && clcnn_summary_writer_errmsg(NULL) != NULL);
+    CHECK(clcnn_devices_errcode(NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_context_errcode(NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_errcode(NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_dataset_errcode(NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_summary_writer_errcode(NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_train_epoch_v2(NULL, NULL, NULL, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    clcnn_train_options_defaults(NULL);
     clcnn_devices_free(NULL);
     clcnn_context_free(NULL);
     clcnn_model_free(NULL);
@@ -67,10 +104,12 @@ static void check_no_crash_on_null(void) {
     clcnn_context *ctx = NULL;
     CHECK(clcnn_context_create(&ctx, NULL, 0, NULL) == CLCNN_ERR_DEVICE_INDEX);
     CHECK(strstr(clcnn_context_errmsg(ctx), "not in the visible list") != NULL);
+    CHECK(clcnn_context_errcode(ctx) == CLCNN_ERR_DEVICE_INDEX);
     clcnn_context_free(ctx);
     clcnn_model *m = NULL;
     CHECK(clcnn_model_create(&m, NULL, "seed", 1, 28, 28, 1) == CLCNN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(clcnn_model_errmsg(m), "NULL") != NULL);
+    CHECK(clcnn_model_errcode(m) == CLCNN_ERR_INVALID_ARGUMENT);
     clcnn_model_free(m);
     CHECK(clcnn_model_train_batch(NULL, NULL, NULL, 1) == CLCNN_ERR_INVALID_ARGUMENT);
     CHECK(clcnn_model_train_dataset(NULL, NULL, 0, 1) == CLCNN_ERR_INVALID_ARGUMENT);
@@ -83,6 +122,102 @@ static void check_no_crash_on_null(void) {
     CHECK(clcnn_checkpoint_peek("/nonexistent/x.safetensors", NULL, 0, NULL, NULL, NULL, err,
                                 sizeof err) == CLCNN_ERR_IO);
     CHECK(strstr(err, "/nonexistent/x.safetensors") != NULL);
+    clcnn_train_options o;
+    clcnn_train_options_defaults(&o);
+    CHECK(o.batch_size == 64 && o.shuffle == 1 && o.drop_last == 0 && o.seed == 1);
+    CHECK(o.epoch == 0 && o.start_batch == 0 && o.global_step == 0 && o.every == 100);
+    CHECK(!o.progress && !o.user && !o.hook && !o.hook_user);
+    /* A log folder below a file cannot be made: the writer records why and the status. */
+    clcnn_summary_writer *w = NULL;
+    CHECK(clcnn_summary_writer_open(&w, "/dev/null/logs") == CLCNN_ERR_IO);
+    CHECK(clcnn_summary_writer_errcode(w) == CLCNN_ERR_IO);
+    CHECK(strstr(clcnn_summary_writer_errmsg(w), "/dev/null") != NULL);
+    clcnn_summary_writer_close(w);
+}
+
+/* Copies every parameter of m into one malloc'd array of *total floats. */
+static float *all_params(clcnn_model *m, size_t *total) {
+    size_t n = 0, k = 0;
+    for (int i = 0; i < clcnn_model_param_count(m); i++) {
+        clcnn_model_param_info(m, i, NULL, NULL, NULL, &k);
+        n += k;
+    }
+    float *p = malloc(n * sizeof *p + 1), *at = p;
+    for (int i = 0; i < clcnn_model_param_count(m); i++) {
+        clcnn_model_param_info(m, i, NULL, NULL, NULL, &k);
+        CHECK(clcnn_model_get_param(m, i, at) == CLCNN_SUCCESS);
+        at += k;
+    }
+    *total = n;
+    return p;
+}
+
+/* A model with SGD momentum (state that a resume must carry) on the in-memory set. */
+static clcnn_model *momentum_model(clcnn_context *ctx) {
+    clcnn_model *m = NULL;
+    clcnn_optimizer_options opt;
+    CHECK(clcnn_model_create(&m, ctx, "conv(4,3,pad=1) relu maxpool(2) flatten linear(4)", C, H, W,
+                             11) == CLCNN_SUCCESS);
+    clcnn_optimizer_defaults(&opt, CLCNN_OPTIMIZER_SGD);
+    opt.lr = 0.05, opt.momentum = 0.9;
+    CHECK(clcnn_model_set_optimizer(m, &opt) == CLCNN_SUCCESS);
+    return m;
+}
+
+/* clcnn_model_train_epoch_v2: an epoch stopped by the hook before batch 3, saved, loaded into a
+ * fresh model and resumed with start_batch gives the uninterrupted epoch's losses and weights
+ * bit for bit. Batches of 20 make the last of the 5 partial. */
+static void check_resume_mid_epoch(clcnn_context *ctx, const char *dir) {
+    clcnn_dataset *ds = NULL;
+    clcnn_model *a = NULL, *b = NULL, *c = NULL;
+    clcnn_train_options o;
+    loss_log la = {0}, lb = {0}, lc = {0};
+    int64_t done = -1;
+    char path[512];
+    make_data(4);
+    CHECK(clcnn_dataset_from_memory(&ds, ctx, img, lab, N, C, H, W) == CLCNN_SUCCESS);
+    a = momentum_model(ctx), b = momentum_model(ctx);
+    clcnn_train_options_defaults(&o);
+    o.batch_size = 20, o.seed = 5, o.epoch = 2, o.every = 1, o.progress = record_loss;
+    o.user = &la;
+    CHECK(clcnn_model_train_epoch_v2(a, ds, &o, &done) == CLCNN_SUCCESS);
+    CHECK(done == 5 && la.calls == 5 && la.batch[4] == 5);
+
+    stop_at s = {3, 2, 20, 0};
+    o.user = &lb, o.hook = stop_hook, o.hook_user = &s;
+    CHECK(clcnn_model_train_epoch_v2(b, ds, &o, &done) == CLCNN_SUCCESS);
+    CHECK(done == 3 && s.calls == 4 && lb.calls == 3);
+    CHECK(memcmp(la.loss, lb.loss, 3 * sizeof(float)) == 0);
+    snprintf(path, sizeof path, "%s/mid.safetensors", dir);
+    clcnn_checkpoint_info_v2 info = {2, 3, 3, 5, 20}, back = {0, 0, 0, 0, 0};
+    CHECK(clcnn_model_save_checkpoint_v2(b, path, &info) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_create(&c, ctx, clcnn_model_spec(b), C, H, W, 99) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_load_checkpoint_v2(c, path, &back) == CLCNN_SUCCESS);
+    /* every 2 counted from the checkpoint's step 3: after batches 4 (step 4) but not 5. */
+    o.epoch = back.epoch, o.start_batch = back.batch_in_epoch, o.global_step = back.step;
+    o.every = 2, o.user = &lc, o.hook = NULL, o.hook_user = NULL;
+    CHECK(clcnn_model_train_epoch_v2(c, ds, &o, &done) == CLCNN_SUCCESS);
+    CHECK(done == 5 && lc.calls == 1 && lc.batch[0] == 4 && lc.loss[0] == la.loss[3]);
+    CHECK(clcnn_model_step_count(c) == clcnn_model_step_count(a));
+    size_t na = 0, nc = 0;
+    float *pa = all_params(a, &na), *pc = all_params(c, &nc);
+    CHECK(na == nc && na > 0 && memcmp(pa, pc, na * sizeof *pa) == 0);
+    free(pa);
+    free(pc);
+
+    /* drop_last leaves out the partial batch; a start past the end is refused, on the model. */
+    o.start_batch = 0, o.global_step = 0, o.progress = NULL, o.drop_last = 1;
+    CHECK(clcnn_model_train_epoch_v2(c, ds, &o, &done) == CLCNN_SUCCESS && done == 4);
+    CHECK(clcnn_model_errcode(c) == CLCNN_SUCCESS);
+    o.start_batch = 5;
+    CHECK(clcnn_model_train_epoch_v2(c, ds, &o, &done) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_errcode(c) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(clcnn_model_errmsg(c), "start batch 5") != NULL);
+    CHECK(clcnn_dataset_errcode(ds) == CLCNN_SUCCESS);
+    clcnn_model_free(a);
+    clcnn_model_free(b);
+    clcnn_model_free(c);
+    clcnn_dataset_free(ds);
 }
 
 /* Trains on the in-memory set, checks progress reports, evaluation against inference, and a
@@ -157,11 +292,13 @@ static void check_training(clcnn_context *ctx, const char *dir) {
     CHECK(clcnn_dataset_from_memory(&bad, ctx, img, bad_lab, N, C, H, W) == CLCNN_SUCCESS);
     CHECK(clcnn_model_train_dataset(m, bad, 0, 16) == CLCNN_ERR_SHAPE);
     CHECK(strstr(clcnn_model_errmsg(m), "label 9") != NULL);
+    CHECK(clcnn_model_errcode(m) == CLCNN_ERR_SHAPE);
     CHECK(clcnn_model_train_dataset(m, ds, 90, 16) == CLCNN_ERR_INVALID_ARGUMENT);
     clcnn_dataset_free(bad);
     clcnn_dataset *mem_bad = NULL;
     CHECK(clcnn_dataset_from_memory(&mem_bad, ctx, img, lab, 0, C, H, W) ==
           CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_dataset_errcode(mem_bad) == CLCNN_ERR_INVALID_ARGUMENT);
     clcnn_dataset_free(mem_bad);
     free(x);
     free(logits);
@@ -218,8 +355,10 @@ int main(void) {
         fprintf(stderr, "no OpenCL device: skipping the device part\n");
         return 77;
     }
+    CHECK(clcnn_devices_errcode(devs) == CLCNN_SUCCESS);
     CHECK(clcnn_devices_select(devs, 0, 99, &idx) == CLCNN_ERR_DEVICE_INDEX);
     CHECK(strstr(clcnn_devices_errmsg(devs), "--device 99 is out of range") != NULL);
+    CHECK(clcnn_devices_errcode(devs) == CLCNN_ERR_DEVICE_INDEX);
     CHECK(clcnn_devices_select(devs, -1, -1, &idx) == CLCNN_SUCCESS);
     CHECK(clcnn_context_create(&ctx, devs, 99, NULL) == CLCNN_ERR_DEVICE_INDEX);
     clcnn_context_free(ctx);
@@ -227,7 +366,9 @@ int main(void) {
     CHECK(clcnn_context_create(&ctx, devs, idx, NULL) == CLCNN_SUCCESS);
     char tmpl[] = "/tmp/clcnn_test_api_XXXXXX";
     CHECK(mkdtemp(tmpl) != NULL);
+    CHECK(clcnn_context_errcode(ctx) == CLCNN_SUCCESS);
     check_training(ctx, tmpl);
+    check_resume_mid_epoch(ctx, tmpl);
 
     clcnn_summary_writer *w = NULL;
     char logdir[600];
@@ -235,6 +376,7 @@ int main(void) {
     CHECK(clcnn_summary_writer_open(&w, logdir) == CLCNN_SUCCESS);
     CHECK(clcnn_summary_writer_add_scalar(w, "train_loss", 1.5f, 1) == CLCNN_SUCCESS);
     CHECK(strstr(clcnn_summary_writer_path(w), "events.out.tfevents.") != NULL);
+    CHECK(clcnn_summary_writer_errcode(w) == CLCNN_SUCCESS);
     CHECK(clcnn_summary_writer_close(w) == CLCNN_SUCCESS);
 
     /* The adopted-context case, on the same device. */

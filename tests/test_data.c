@@ -190,8 +190,8 @@ static void check_cifar_record(const clcnn_host_dataset *d, int i, int file, int
 
 static void test_cifar_good(void) {
     clcnn_host_dataset d = {0};
-    clcnn_error e = {{0}};
-    clcnn_data_format f = CLCNN_DATA_AUTO;
+    clcnn_error e = {0};
+    clcnn_dataset_format f = CLCNN_DATASET_AUTO;
     clcnn_status st;
 
     /* The layout of the official archive: five training batches, read in order. */
@@ -205,9 +205,9 @@ static void test_cifar_good(void) {
     put_cifar(at("cifar", "cifar-10-batches-bin/test_batch.bin"), 0, 2);
 
     st = clcnn_data_detect(at("cifar", NULL), &f, &e);
-    CHECK(st == CLCNN_SUCCESS && f == CLCNN_DATA_CIFAR10, "detect cifar: %d %s", (int)f, e.msg);
+    CHECK(st == CLCNN_SUCCESS && f == CLCNN_DATASET_CIFAR10, "detect cifar: %d %s", (int)f, e.msg);
 
-    st = clcnn_data_load(at("cifar", NULL), CLCNN_DATA_AUTO, 1, &d, &e);
+    st = clcnn_data_load(at("cifar", NULL), CLCNN_DATASET_AUTO, 1, &d, &e);
     CHECK(st == CLCNN_SUCCESS, "load cifar train: %s", e.msg);
     CHECK(d.n == 9 && d.c == 3 && d.h == 32 && d.w == 32, "cifar train shape %dx%dx%dx%d", d.n, d.c,
           d.h, d.w);
@@ -224,7 +224,7 @@ static void test_cifar_good(void) {
     clcnn_host_dataset_free(&d); /* twice is fine */
 
     /* Explicit format and the batch folder itself; test split. */
-    st = clcnn_data_load(at("cifar", "cifar-10-batches-bin/"), CLCNN_DATA_CIFAR10, 0, &d, &e);
+    st = clcnn_data_load(at("cifar", "cifar-10-batches-bin/"), CLCNN_DATASET_CIFAR10, 0, &d, &e);
     CHECK(st == CLCNN_SUCCESS && d.n == 2, "load cifar test: n=%d %s", d.n, e.msg);
     if (st == CLCNN_SUCCESS && d.n == 2) check_cifar_record(&d, 1, 0, 1);
     clcnn_host_dataset_free(&d);
@@ -247,8 +247,8 @@ static void check_idx(const clcnn_host_dataset *d, int n, int seed, const char *
 
 static void test_idx_good(void) {
     clcnn_host_dataset d = {0};
-    clcnn_error e = {{0}};
-    clcnn_data_format f = CLCNN_DATA_AUTO;
+    clcnn_error e = {0};
+    clcnn_dataset_format f = CLCNN_DATASET_AUTO;
     idx_spec train = good_idx(3, 1), test = good_idx(2, 2);
     clcnn_status st;
 
@@ -257,12 +257,12 @@ static void test_idx_good(void) {
     put_idx(at("mnist", NULL), "train", "-", 0, &train);
     put_idx(at("mnist", NULL), "t10k", ".", 0, &test);
     st = clcnn_data_detect(at("mnist", NULL), &f, &e);
-    CHECK(st == CLCNN_SUCCESS && f == CLCNN_DATA_MNIST, "detect mnist: %d %s", (int)f, e.msg);
-    st = clcnn_data_load(at("mnist", NULL), CLCNN_DATA_AUTO, 1, &d, &e);
+    CHECK(st == CLCNN_SUCCESS && f == CLCNN_DATASET_MNIST, "detect mnist: %d %s", (int)f, e.msg);
+    st = clcnn_data_load(at("mnist", NULL), CLCNN_DATASET_AUTO, 1, &d, &e);
     CHECK(st == CLCNN_SUCCESS, "load mnist train: %s", e.msg);
     check_idx(&d, 3, 1, "mnist train");
     clcnn_host_dataset_free(&d);
-    st = clcnn_data_load(at("mnist", NULL), CLCNN_DATA_MNIST, 0, &d, &e);
+    st = clcnn_data_load(at("mnist", NULL), CLCNN_DATASET_MNIST, 0, &d, &e);
     CHECK(st == CLCNN_SUCCESS, "load mnist test: %s", e.msg);
     check_idx(&d, 2, 2, "mnist test");
     clcnn_host_dataset_free(&d);
@@ -272,13 +272,13 @@ static void test_idx_good(void) {
     put_idx(at("FashionGz", NULL), "train", "-", 1, &train);
     put_idx(at("FashionGz", NULL), "t10k", "-", 1, &test);
     st = clcnn_data_detect(at("FashionGz", NULL), &f, &e);
-    CHECK(st == CLCNN_SUCCESS && f == CLCNN_DATA_FASHION_MNIST, "detect fashion: %d %s", (int)f,
+    CHECK(st == CLCNN_SUCCESS && f == CLCNN_DATASET_FASHION_MNIST, "detect fashion: %d %s", (int)f,
           e.msg);
-    st = clcnn_data_load(at("FashionGz", NULL), CLCNN_DATA_AUTO, 1, &d, &e);
+    st = clcnn_data_load(at("FashionGz", NULL), CLCNN_DATASET_AUTO, 1, &d, &e);
     CHECK(st == CLCNN_SUCCESS, "load gz train: %s", e.msg);
     check_idx(&d, 3, 1, "gz train");
     clcnn_host_dataset_free(&d);
-    st = clcnn_data_load(at("FashionGz", NULL), CLCNN_DATA_FASHION_MNIST, 0, &d, &e);
+    st = clcnn_data_load(at("FashionGz", NULL), CLCNN_DATASET_FASHION_MNIST, 0, &d, &e);
     CHECK(st == CLCNN_SUCCESS, "load gz test: %s", e.msg);
     check_idx(&d, 2, 2, "gz test");
     clcnn_host_dataset_free(&d);
@@ -286,8 +286,8 @@ static void test_idx_good(void) {
     /* The word may only show once the path is resolved. */
     CHECK(symlink(at("FashionGz", NULL), at("plainlink", NULL)) == 0, "symlink");
     st = clcnn_data_detect(at("plainlink", NULL), &f, &e);
-    CHECK(st == CLCNN_SUCCESS && f == CLCNN_DATA_FASHION_MNIST, "detect via symlink: %d %s", (int)f,
-          e.msg);
+    CHECK(st == CLCNN_SUCCESS && f == CLCNN_DATASET_FASHION_MNIST, "detect via symlink: %d %s",
+          (int)f, e.msg);
 }
 
 /* ---- whole-file reads: gzip members, limits ---- */
@@ -296,7 +296,7 @@ static void test_read_file(void) {
     static const char hello[] = "hello, ", world[] = "world";
     size_t big = (size_t)4 << 20, size = 0;
     uint8_t *zeros = calloc(big, 1), *buf = NULL;
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     clcnn_status st;
 
     make_dir(at("gz", NULL));
@@ -340,7 +340,7 @@ static void test_read_file(void) {
 
 static void test_parse_sweep(void) {
     clcnn_host_dataset d = {0};
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     idx_spec s = good_idx(3, 5);
     size_t size, img_size, lab_size;
     uint8_t *buf = cifar_buf(7, 2, &size), *img, *lab;
@@ -552,7 +552,7 @@ static void bad_both(const char *dir) {
 typedef struct bad_case {
     const char *name;
     void (*setup)(const char *dir); /* NULL: the directory is never created */
-    clcnn_data_format fmt;
+    clcnn_dataset_format fmt;
     int train;
     clcnn_status want;
     const char *msg[2]; /* substrings the message must hold (NULL: none) */
@@ -561,158 +561,158 @@ typedef struct bad_case {
 static const bad_case bad_cases[] = {
     {"cifar_trunc",
      bad_cifar_truncated,
-     CLCNN_DATA_AUTO,
+     CLCNN_DATASET_AUTO,
      1,
      CLCNN_ERR_FORMAT,
      {"data_batch_1.bin: size 6145 is not a multiple of the 3073-byte", NULL}},
     {"cifar_empty",
      bad_cifar_empty,
-     CLCNN_DATA_AUTO,
+     CLCNN_DATASET_AUTO,
      1,
      CLCNN_ERR_FORMAT,
      {"data_batch_1.bin: empty file", NULL}},
     {"cifar_label",
      bad_cifar_label,
-     CLCNN_DATA_CIFAR10,
+     CLCNN_DATASET_CIFAR10,
      1,
      CLCNN_ERR_FORMAT,
      {"data_batch_1.bin: record 2 has label 10", NULL}},
     {"cifar_no1",
      bad_cifar_no_batch1,
-     CLCNN_DATA_AUTO,
+     CLCNN_DATASET_AUTO,
      1,
      CLCNN_ERR_IO,
      {": missing data_batch_1.bin (", NULL}},
     {"cifar_gap",
      bad_cifar_gap,
-     CLCNN_DATA_AUTO,
+     CLCNN_DATASET_AUTO,
      1,
      CLCNN_ERR_IO,
      {": missing data_batch_3.bin, data_batch_5.bin (",
       "needs data_batch_1.bin..data_batch_5.bin"}},
     {"cifar_notest",
      bad_cifar_no_test,
-     CLCNN_DATA_AUTO,
+     CLCNN_DATASET_AUTO,
      0,
      CLCNN_ERR_IO,
      {"test_batch.bin: missing", NULL}},
     {"cifar_batch2",
      bad_cifar_batch2,
-     CLCNN_DATA_AUTO,
+     CLCNN_DATASET_AUTO,
      1,
      CLCNN_ERR_FORMAT,
      {"data_batch_2.bin: size 1 ", NULL}},
     {"idx_magic",
      bad_idx_magic,
-     CLCNN_DATA_AUTO,
+     CLCNN_DATASET_AUTO,
      1,
      CLCNN_ERR_FORMAT,
      {"train-images-idx3-ubyte: bad IDX magic 0x00000801", "expected 0x00000803"}},
     {"idx_lmagic",
      bad_idx_label_magic,
-     CLCNN_DATA_MNIST,
+     CLCNN_DATASET_MNIST,
      1,
      CLCNN_ERR_FORMAT,
      {"train-labels-idx1-ubyte: bad IDX magic 0x08000801", NULL}},
     {"idx_trunc",
      bad_idx_truncated,
-     CLCNN_DATA_MNIST,
+     CLCNN_DATASET_MNIST,
      1,
      CLCNN_ERR_FORMAT,
      {"train-images-idx3-ubyte: truncated", "expected 76 bytes, got 69"}},
     {"idx_trail",
      bad_idx_trailing,
-     CLCNN_DATA_MNIST,
+     CLCNN_DATASET_MNIST,
      1,
      CLCNN_ERR_FORMAT,
      {"train-images-idx3-ubyte: 5 bytes of trailing data", NULL}},
     {"idx_header",
      bad_idx_header,
-     CLCNN_DATA_MNIST,
+     CLCNN_DATASET_MNIST,
      1,
      CLCNN_ERR_FORMAT,
      {"train-images-idx3-ubyte: truncated IDX header: 10 bytes, expected 16", NULL}},
     {"idx_count",
      bad_idx_count,
-     CLCNN_DATA_MNIST,
+     CLCNN_DATASET_MNIST,
      1,
      CLCNN_ERR_FORMAT,
      {"train-labels-idx1-ubyte holds 2 labels but ", "train-images-idx3-ubyte holds 3 images"}},
     {"idx_label",
      bad_idx_label,
-     CLCNN_DATA_AUTO,
+     CLCNN_DATASET_AUTO,
      1,
      CLCNN_ERR_FORMAT,
      {"train-labels-idx1-ubyte: label 12 at index 1", NULL}},
     {"idx_zero",
      bad_idx_zero,
-     CLCNN_DATA_MNIST,
+     CLCNN_DATASET_MNIST,
      1,
      CLCNN_ERR_FORMAT,
      {"train-images-idx3-ubyte: holds zero images", NULL}},
     {"idx_nolabels",
      bad_idx_no_labels,
-     CLCNN_DATA_MNIST,
+     CLCNN_DATASET_MNIST,
      1,
      CLCNN_ERR_IO,
      {"no train-labels-idx1-ubyte", NULL}},
     {"idx_notest",
      bad_idx_no_labels,
-     CLCNN_DATA_MNIST,
+     CLCNN_DATASET_MNIST,
      0,
      CLCNN_ERR_IO,
      {"no t10k-images-idx3-ubyte", NULL}},
     {"gz_flip",
      bad_gz_flipped,
-     CLCNN_DATA_MNIST,
+     CLCNN_DATASET_MNIST,
      1,
      CLCNN_ERR_FORMAT,
      {"train-images-idx3-ubyte.gz: corrupt gzip stream", NULL}},
     {"gz_trunc",
      bad_gz_truncated,
-     CLCNN_DATA_MNIST,
+     CLCNN_DATASET_MNIST,
      1,
      CLCNN_ERR_FORMAT,
      {"train-images-idx3-ubyte.gz: truncated gzip stream", NULL}},
     {"gz_trail",
      bad_gz_trailing,
-     CLCNN_DATA_MNIST,
+     CLCNN_DATASET_MNIST,
      1,
      CLCNN_ERR_FORMAT,
      {"train-images-idx3-ubyte.gz: 4 bytes of trailing garbage", NULL}},
     {"gz_notgz",
      bad_gz_not_gzip,
-     CLCNN_DATA_MNIST,
+     CLCNN_DATASET_MNIST,
      1,
      CLCNN_ERR_FORMAT,
      {"train-images-idx3-ubyte.gz: not a gzip stream", NULL}},
     {"nothing",
      bad_nothing,
-     CLCNN_DATA_AUTO,
+     CLCNN_DATASET_AUTO,
      1,
      CLCNN_ERR_FORMAT,
      {"nothing: no dataset found", "t10k-labels-idx1-ubyte"}},
     {"both",
      bad_both,
-     CLCNN_DATA_AUTO,
+     CLCNN_DATASET_AUTO,
      1,
      CLCNN_ERR_FORMAT,
      {"both: holds both CIFAR-10 and IDX", NULL}},
     {"wrongfmt",
      bad_cifar_no_test,
-     CLCNN_DATA_MNIST,
+     CLCNN_DATASET_MNIST,
      1,
      CLCNN_ERR_IO,
      {"no train-images-idx3-ubyte", NULL}},
     {"absent",
      NULL,
-     CLCNN_DATA_AUTO,
+     CLCNN_DATASET_AUTO,
      1,
      CLCNN_ERR_IO,
      {"absent: cannot open dataset directory", NULL}},
     {"absent2",
      NULL,
-     CLCNN_DATA_CIFAR10,
+     CLCNN_DATASET_CIFAR10,
      0,
      CLCNN_ERR_IO,
      {"absent2: cannot open dataset directory", NULL}},
@@ -722,7 +722,7 @@ static void test_bad_cases(void) {
     for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
         const bad_case *c = &bad_cases[i];
         clcnn_host_dataset d = {0};
-        clcnn_error e = {{0}};
+        clcnn_error e = {0};
         clcnn_status st;
         if (c->setup) {
             make_dir(at(c->name, NULL));
@@ -742,8 +742,8 @@ static void test_bad_cases(void) {
 
     /* A regular file where a directory belongs. */
     {
-        clcnn_data_format f;
-        clcnn_error e = {{0}};
+        clcnn_dataset_format f;
+        clcnn_error e = {0};
         put(at("afile", NULL), "x", 1);
         CHECK(clcnn_data_detect(at("afile", NULL), &f, &e) == CLCNN_ERR_IO &&
                   strstr(e.msg, "not a directory"),
@@ -752,17 +752,18 @@ static void test_bad_cases(void) {
 }
 
 static void test_names(void) {
-    CHECK(clcnn_data_format_parse("cifar10") == CLCNN_DATA_CIFAR10, "parse cifar10");
-    CHECK(clcnn_data_format_parse("MNIST") == CLCNN_DATA_MNIST, "parse MNIST");
-    CHECK(clcnn_data_format_parse("fashion-mnist") == CLCNN_DATA_FASHION_MNIST, "parse fashion");
-    CHECK(clcnn_data_format_parse("auto") == CLCNN_DATA_AUTO, "parse auto");
-    CHECK(clcnn_data_format_parse("imagenet") == -1, "parse unknown");
-    CHECK(clcnn_data_format_parse("mnis") == -1, "parse prefix");
-    CHECK(clcnn_data_format_parse(NULL) == -1, "parse NULL");
-    for (int f = CLCNN_DATA_AUTO; f <= CLCNN_DATA_FASHION_MNIST; f++)
-        CHECK(clcnn_data_format_parse(clcnn_data_format_name((clcnn_data_format)f)) == f,
+    CHECK(clcnn_dataset_format_parse("cifar10") == CLCNN_DATASET_CIFAR10, "parse cifar10");
+    CHECK(clcnn_dataset_format_parse("MNIST") == CLCNN_DATASET_MNIST, "parse MNIST");
+    CHECK(clcnn_dataset_format_parse("fashion-mnist") == CLCNN_DATASET_FASHION_MNIST,
+          "parse fashion");
+    CHECK(clcnn_dataset_format_parse("auto") == CLCNN_DATASET_AUTO, "parse auto");
+    CHECK(clcnn_dataset_format_parse("imagenet") == -1, "parse unknown");
+    CHECK(clcnn_dataset_format_parse("mnis") == -1, "parse prefix");
+    CHECK(clcnn_dataset_format_parse(NULL) == -1, "parse NULL");
+    for (int f = CLCNN_DATASET_AUTO; f <= CLCNN_DATASET_FASHION_MNIST; f++)
+        CHECK(clcnn_dataset_format_parse(clcnn_dataset_format_name((clcnn_dataset_format)f)) == f,
               "name/parse round trip %d", f);
-    CHECK(strcmp(clcnn_data_format_name((clcnn_data_format)42), "unknown") == 0, "name 42");
+    CHECK(strcmp(clcnn_dataset_format_name((clcnn_dataset_format)42), "unknown") == 0, "name 42");
     clcnn_host_dataset_free(NULL);
 }
 
@@ -776,20 +777,20 @@ static double seconds(void) {
 
 static void test_real_fashion(void) {
     const char *dir = getenv("CLCNN_FASHION_MNIST_DIR");
-    clcnn_data_format f = CLCNN_DATA_AUTO;
-    clcnn_error e = {{0}};
+    clcnn_dataset_format f = CLCNN_DATASET_AUTO;
+    clcnn_error e = {0};
     if (!dir) dir = "/usr/share/datasets/fashion-mnist";
     if (!clcnn_data_is_dir(dir)) {
         printf("skip: no Fashion-MNIST at %s\n", dir);
         return;
     }
-    CHECK(clcnn_data_detect(dir, &f, &e) == CLCNN_SUCCESS && f == CLCNN_DATA_FASHION_MNIST,
+    CHECK(clcnn_data_detect(dir, &f, &e) == CLCNN_SUCCESS && f == CLCNN_DATASET_FASHION_MNIST,
           "detect %s: %d %s", dir, (int)f, e.msg);
     for (int train = 1; train >= 0; train--) {
         clcnn_host_dataset d = {0};
         int want = train ? 60000 : 10000, hist[10] = {0}, even = 1;
         double t0 = seconds(), dt;
-        clcnn_status st = clcnn_data_load(dir, CLCNN_DATA_AUTO, train, &d, &e);
+        clcnn_status st = clcnn_data_load(dir, CLCNN_DATASET_AUTO, train, &d, &e);
         dt = seconds() - t0;
         CHECK(st == CLCNN_SUCCESS, "load %s: %s", dir, e.msg);
         CHECK(d.n == want && d.c == 1 && d.h == 28 && d.w == 28, "fashion shape %dx%dx%dx%d", d.n,

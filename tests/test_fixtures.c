@@ -57,7 +57,7 @@ static double rel_err(const float *got, const float *want, size_t n) {
 static void run_config(const char *cfg) {
     char path[512];
     clcnn_st_file f = {0};
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     clcnn_devices *devs = NULL;
     clcnn_context *ctx = NULL;
     clcnn_model *m = NULL;
@@ -175,7 +175,7 @@ static void run_config(const char *cfg) {
 
 int main(int argc, char **argv) {
     char path[512];
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     if (argc > 1) fixture_dir = argv[1];
     snprintf(path, sizeof path, "%s/seed_init.safetensors", fixture_dir);
     if (clcnn_st_read(&init_file, path, &e) != CLCNN_SUCCESS) {

@@ -6,7 +6,7 @@
  *
  * Prints one line per case, "gemm TT MxNxK | checksum", so tests/oclgrind_check.sh can run it
  * under oclgrind (the gpu backend's local-memory tiles and barriers) and compare. Tolerance as
- * in test_layers: 2e-5 of the largest reference magnitude plus 1e-6. */
+ * in test_layer_ops: 2e-5 of the largest reference magnitude plus 1e-6. */
 #include "gemm.h"
 #include "rng.h"
 #include "testutil.h"
@@ -87,7 +87,7 @@ int main(void) {
     clcnn_rng_seed(&rng, 7);
     if (clcnn_context_device(ctx, &info) == CLCNN_SUCCESS)
         fprintf(stderr, "device: %s (%s)\n", info.name, info.platform_name);
-    fprintf(stderr, "GEMM backend: %s\n", clcnn_gemm_backend_name(ctx->gemm_backend));
+    fprintf(stderr, "GEMM backend: %s\n", clcnn_gemm_backend_name(clcnn_gemm_kind(ctx)));
     static const int shapes[][3] = {
         {1, 1, 1},    /* degenerate */
         {5, 7, 3},    /* smaller than every tile */

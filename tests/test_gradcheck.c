@@ -1,4 +1,4 @@
-/* Checks the double-precision references in src/layers/ref.c: finite-difference gradients,
+/* Checks the double-precision references in tests/ref/: finite-difference gradients,
  * PyTorch's maxpool tie rules, optimizer steps against torch, and the PyTorch layer fixtures.
  * Usage: test_gradcheck [path/to/layers.safetensors] */
 #include <math.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layers/ref.h"
+#include "ref/ref.h"
 #include "safetensors.h"
 #include "testutil.h"
 
@@ -661,7 +661,7 @@ static void fixture_ce(const clcnn_st_file *f) {
 
 static void check_fixtures(const char *path) {
     clcnn_st_file f = {0};
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     if (clcnn_st_read(&f, path, &e) != CLCNN_SUCCESS) {
         printf("FAIL fixtures: %s\n", e.msg);
         test_failures++;

@@ -1,5 +1,5 @@
 /* Every kernel family once, on tiny shapes, through the public API, checked against a
- * double-precision host computation of the same models (src/layers/ref.c): stride-1 and strided
+ * double-precision host computation of the same models (tests/ref/): stride-1 and strided
  * convolutions (with and without bias), 2x2 and overlapping padded max-pools, ReLU, linear
  * layers, cross-entropy, SGD (momentum, dampening, Nesterov, weight decay), Adam (with L2
  * decay) and AdamW, the on-device batch gather, evaluation and inference. Sized for oclgrind,
@@ -21,7 +21,7 @@
  * in the convolutions; the weight gradients sum over batch x pixels, at most 4 x 32 x 32 = 4096
  * products. Rounding gives a relative error of about sqrt(R) u (4e-6 for R 4096) of the sum of
  * the terms' magnitudes, and a network chains three or four such sums. So:
- *  - logits: 2e-5 of the largest |logit| + 1e-6, the per-layer bound of tests/test_layers.c;
+ *  - logits: 2e-5 of the largest |logit| + 1e-6, the per-layer bound of tests/test_layer_ops.c;
  *    the losses, through a softmax whose derivative in each logit is at most 1 in magnitude,
  *    4e-5 of the largest |logit| + 1e-6 of the loss (exp and log in fp32);
  *  - gradients: 5e-5 of the tensor's largest |gradient| + 1e-7: ten times sqrt(4096) u, since
@@ -50,7 +50,7 @@
 #include <string.h>
 
 #include "clcnn.h"
-#include "layers/ref.h"
+#include "ref/ref.h"
 #include "rng.h"
 #include "spec.h"
 
@@ -152,7 +152,7 @@ static void compare_scalar(oracle *o, int kind, const char *what, double got, do
 /* Builds the reference for model m: its layers (from the canonical spec), shapes, and the
  * parameter tensors matched to their layers by their PyTorch names ("3.weight"). */
 static int ref_init(ref_model *r, oracle *o, clcnn_model *m, int c, int h, int w) {
-    clcnn_error err = {""};
+    clcnn_error err = {0};
     memset(r, 0, sizeof *r);
     if (clcnn_spec_parse(clcnn_model_spec(m), &r->layer, &r->nl, &err) || r->nl > MAX_LAYERS) {
         report(o, "the canonical spec does not parse: %s", err.msg);

@@ -177,7 +177,7 @@ static clcnn_model *adam_twin(const float *x, const uint8_t *y) {
 /* Copies a safetensors file (tensors and metadata as they are) but its last `drop` tensors. */
 static int copy_safetensors(const char *from, const char *to, int drop) {
     clcnn_st_file f = {0};
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     clcnn_st_entry ents[16];
     const char *meta[64];
     int n = 0, rc = -1;

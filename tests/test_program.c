@@ -66,7 +66,7 @@ static void check_axpy(clcnn_context *ctx) {
         clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof x, x, &rc);
     cl_mem by =
         clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof y, y, &rc);
-    clcnn_kern *k = clcnn_ctx_kernel(ctx, "axpy_f32");
+    clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_axpy_f32);
     CHECK(k != NULL);
     if (!k) return;
     int off = 3, n = N - 5; /* offsets and a length that is not a multiple of the group size */
@@ -120,7 +120,8 @@ int main(void) {
     CHECK_MSG(st == CLCNN_SUCCESS, "%s", clcnn_context_errmsg(ctx));
     CHECK(clcnn_context_cache_hit(ctx) == 0);
     double cold = clcnn_context_build_seconds(ctx);
-    CHECK(clcnn_ctx_kernel(ctx, "fill_f32") != NULL && clcnn_ctx_kernel(ctx, "gemm_nn") != NULL);
+    CHECK(clcnn_ctx_kernel(ctx, "fill_f32") == clcnn_kernel(ctx, CLCNN_K_fill_f32) &&
+          clcnn_ctx_kernel(ctx, "gemm_nn") == clcnn_kernel(ctx, CLCNN_K_gemm_nn));
     check_axpy(ctx);
     /* The context's list of required kernels names exactly the kernels the sources define. */
     {
@@ -133,6 +134,13 @@ int main(void) {
             for (int j = 0; j < n_req; j++)
                 listed += !strcmp(req[j], ctx->kerns[i].name);
             CHECK_MSG(listed == 1, "kernel %s is listed %d times", ctx->kerns[i].name, listed);
+        }
+        /* and the typed table holds each under its id */
+        CHECK(n_req == CLCNN_K_COUNT);
+        for (int id = 0; ctx && id < CLCNN_K_COUNT && id < n_req; id++) {
+            clcnn_kern *k = clcnn_kernel(ctx, (clcnn_kernel_id)id);
+            CHECK_MSG(k && !strcmp(k->name, req[id]), "table slot %d holds %s, not %s", id,
+                      k ? k->name : "nothing", req[id]);
         }
     }
     clcnn_context_free(ctx);

@@ -126,7 +126,7 @@ static void test_round_trip(void) {
     const int n = (int)(sizeof entries / sizeof *entries);
     const char *meta[] = {"format", "pt", "note", "quote\" back\\slash\nnew line \xc3\xa9"};
     const char *path = path_in("round.safetensors");
-    clcnn_error err = {{0}};
+    clcnn_error err = {0};
     clcnn_st_file f = {0};
 
     CHECK_ST(clcnn_st_write(path, entries, n, meta, 2, &err), CLCNN_SUCCESS, err);
@@ -196,7 +196,7 @@ static unsigned char *python_image(const char *header, const unsigned char *data
 }
 
 static void test_python_compat(void) {
-    clcnn_error err = {{0}};
+    clcnn_error err = {0};
     clcnn_st_file f = {0};
     size_t size;
     unsigned char *img = python_image(py_w_header, py_w_data, sizeof py_w_data, &size);
@@ -262,7 +262,7 @@ static void test_lenient(void) {
          2}, /* an empty tensor inside another overlaps nothing */
         {"{}", 0},
     };
-    clcnn_error err = {{0}};
+    clcnn_error err = {0};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
         size_t size;
         unsigned char *img = make_image(ok[i].header, ok[i].data_len, &size);
@@ -352,7 +352,7 @@ static void test_malformed(void) {
          "expected ',' or '}'"},
         {"{\"w\\n\\u0001\":7}", 0, "tensor 'w?\?': its entry"}, /* names are sanitised */
     };
-    clcnn_error err = {{0}};
+    clcnn_error err = {0};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         size_t size;
         unsigned char *img = make_image(bad[i].header, bad[i].data_len, &size);
@@ -404,7 +404,7 @@ static void test_malformed(void) {
 }
 
 static void test_read_errors(void) {
-    clcnn_error err = {{0}};
+    clcnn_error err = {0};
     clcnn_st_file f = {0};
     const char *missing = path_in("no_such.safetensors");
     CHECK_ST(clcnn_st_read(&f, missing, &err), CLCNN_ERR_IO, err);
@@ -428,7 +428,7 @@ static void test_read_errors(void) {
 
 static void test_write_rejects(void) {
     static const float x[2] = {1, 2};
-    clcnn_error err = {{0}};
+    clcnn_error err = {0};
     const char *path = path_in("rejected.safetensors");
     const clcnn_st_entry dup[2] = {{"a", CLCNN_ST_F32, 1, {2}, x}, {"a", CLCNN_ST_F32, 1, {2}, x}};
     const clcnn_st_entry reserved = {"__metadata__", CLCNN_ST_F32, 1, {2}, x};
@@ -460,7 +460,7 @@ static void test_write_rejects(void) {
 
 /* The file at path still holds the one-tensor file test_atomic wrote first. */
 static int holds_original(const char *path) {
-    clcnn_error err = {{0}};
+    clcnn_error err = {0};
     clcnn_st_file f = {0};
     int ok = clcnn_st_read(&f, path, &err) == CLCNN_SUCCESS && f.ntensors == 1 &&
              clcnn_st_find(&f, "original") != NULL;
@@ -473,7 +473,7 @@ static void test_atomic(void) {
     static float big[4096];
     const clcnn_st_entry first = {"original", CLCNN_ST_F32, 1, {2}, orig};
     const clcnn_st_entry second = {"replacement", CLCNN_ST_F32, 1, {4096}, big};
-    clcnn_error err = {{0}};
+    clcnn_error err = {0};
     const char *path = path_in("atomic.safetensors");
     CHECK_ST(clcnn_st_write(path, &first, 1, NULL, 0, &err), CLCNN_SUCCESS, err);
     CHECK(holds_original(path));
@@ -571,7 +571,7 @@ static void test_many(void) {
         snprintf(names[i], sizeof names[i], "layer%03d.weight", N - 1 - i);
         entries[i] = (clcnn_st_entry){names[i], CLCNN_ST_F32, 2, {32, 64}, data + i * ELEMS};
     }
-    clcnn_error err = {{0}};
+    clcnn_error err = {0};
     clcnn_st_file f = {0};
     const char *path = path_in("many.safetensors");
     clock_t t0 = clock();

@@ -29,7 +29,7 @@ static void print_layer(const char *what, const clcnn_layer_desc *d) {
 /* Parses spec and compares with want[0..nwant), every field (pos when want's is not 0). */
 static void expect_layers(int line, const char *spec, const clcnn_layer_desc *want, int nwant) {
     clcnn_layer_desc *got = NULL;
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     int n = -1;
     clcnn_status st = clcnn_spec_parse(spec, &got, &n, &e);
     if (st != CLCNN_SUCCESS) {
@@ -61,7 +61,7 @@ static void expect_layers(int line, const char *spec, const clcnn_layer_desc *wa
 /* Both specs parse, to the same list (pos aside). */
 static void expect_same(int line, const char *a, const char *b) {
     clcnn_layer_desc *la = NULL, *lb = NULL;
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     int na = 0, nb = 0, ok;
     ok = clcnn_spec_parse(a, &la, &na, &e) == CLCNN_SUCCESS;
     if (!ok) fprintf(stderr, "%s:%d: \"%s\" failed: %s\n", __FILE__, line, a, e.msg);
@@ -81,7 +81,7 @@ static void expect_same(int line, const char *a, const char *b) {
 /* format(parse(spec)) equals want (when not NULL) and parses back to the same list. */
 static void expect_round_trip(int line, const char *spec, const char *want) {
     clcnn_layer_desc *l1 = NULL, *l2 = NULL;
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     int n1 = 0, n2 = 0;
     char text[4096];
     if (clcnn_spec_parse(spec, &l1, &n1, &e) != CLCNN_SUCCESS) {
@@ -191,7 +191,7 @@ static void test_repetition(void) {
 
     /* Exactly CLCNN_SPEC_MAX_LAYERS, by repetition and written out. */
     clcnn_layer_desc *l = NULL;
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     int n = 0;
     CHECK(clcnn_spec_parse("4*(64*(relu))", &l, &n, &e) == CLCNN_SUCCESS && n == 256);
     free(l);
@@ -334,7 +334,7 @@ static void test_bad_specs(void) {
     int nbad = (int)(sizeof bad_specs / sizeof bad_specs[0]);
     for (int i = 0; i < nbad; i++) {
         clcnn_layer_desc *l = (clcnn_layer_desc *)&l; /* must come back NULL */
-        clcnn_error e = {{0}};
+        clcnn_error e = {0};
         int n = -1;
         clcnn_status st = clcnn_spec_parse(bad_specs[i].spec, &l, &n, &e);
         CHECK_MSG(st == CLCNN_ERR_SPEC && l == NULL && n == 0, "\"%s\": status %s, n %d",
@@ -347,7 +347,7 @@ static void test_bad_specs(void) {
     }
     /* The message quotes the spec. */
     clcnn_layer_desc *l = NULL;
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     int n = 0;
     CHECK(clcnn_spec_parse("conv(32,5,pad=x)", &l, &n, &e) == CLCNN_ERR_SPEC);
     CHECK_MSG(strcmp(e.msg, "model spec, column 15: pad expects a non-negative integer, got 'x' "
@@ -436,7 +436,7 @@ static void test_fuzz(void) {
             }
         }
         clcnn_layer_desc *l = NULL, *l2 = NULL;
-        clcnn_error e = {{0}};
+        clcnn_error e = {0};
         int n = 0, n2 = 0;
         clcnn_status st = clcnn_spec_parse(spec, &l, &n, &e);
         if (st == CLCNN_SUCCESS) {

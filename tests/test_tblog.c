@@ -285,7 +285,7 @@ static void check_roundtrip_events(const char *path) {
 /* Writes scalars into a nested, not yet existing logdir; reads them back before and after
  * close, since each record must reach the OS before clcnn_tblog_scalar returns. */
 static void check_roundtrip(const char *tmp) {
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     clcnn_tblog *tb = NULL;
     event evs[MAX_EVENTS];
     char *logdir = join(tmp, "runs/a/b/"); /* trailing slash on purpose */
@@ -337,7 +337,7 @@ done:
  * plants decoys under the names of the next few seconds: whichever second the second open
  * lands in, its plain name is taken. */
 static void check_unique_name(const char *tmp) {
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     clcnn_tblog *a = NULL, *b = NULL;
     event evs[MAX_EVENTS];
     char *logdir = join(tmp, "unique");
@@ -386,7 +386,7 @@ done:
 
 /* A logdir that cannot be a directory: the status is CLCNN_ERR_IO and the message names it. */
 static void check_bad_logdir(const char *tmp) {
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     clcnn_tblog *tb = (clcnn_tblog *)&e; /* must be reset to NULL on failure */
     char *file = join(tmp, "regular");
     char *under = file ? join(file, "sub/dir") : NULL;
@@ -421,7 +421,7 @@ done:
 /* A write that fails (here: the file-size limit, as a full disk would) is reported, later
  * writes refuse to append after it, and the records before it stay readable. */
 static void check_write_error(const char *tmp) {
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     clcnn_tblog *tb = NULL;
     event evs[MAX_EVENTS];
     struct rlimit saved, lim;
@@ -474,7 +474,7 @@ static int write_kept_file(const char *dir) {
         {"train_loss", 1, 2.302585f}, {"train_loss", 2, 1.5f},       {"train_loss", 3, 0.6931472f},
         {"test_loss", 3, 0.75f},      {"test_accuracy", 3, 0.9123f},
     };
-    clcnn_error e = {{0}};
+    clcnn_error e = {0};
     clcnn_tblog *tb = NULL;
     clcnn_status st = clcnn_tblog_open(&tb, dir, &e);
     for (size_t i = 0; st == CLCNN_SUCCESS && i < sizeof rows / sizeof rows[0]; i++)

@@ -18,7 +18,8 @@ static void make(uint8_t *img, uint8_t *lab, int n, unsigned seed) {
 }
 
 static int progress(void *user, int64_t batch, int64_t batches, float loss) {
-    printf("  epoch %d batch %lld/%lld loss %.4f\n", *(int *)user, (long long)batch,
+    const clcnn_train_options *o = user;
+    printf("  epoch %lld batch %lld/%lld loss %.4f\n", (long long)o->epoch, (long long)batch,
            (long long)batches, loss);
     return 0; /* non-zero would stop the epoch */
 }
@@ -43,11 +44,17 @@ int main(void) {
         fprintf(stderr, "setup: %s%s\n", clcnn_dataset_errmsg(train), clcnn_model_errmsg(model));
         goto done;
     }
-    for (int epoch = 1; epoch <= 3; epoch++)
-        if (clcnn_model_train_epoch(model, train, 32, 7, epoch, 1, 8, progress, &epoch, NULL)) {
+    clcnn_train_options opts;
+    clcnn_train_options_defaults(&opts);
+    opts.batch_size = 32, opts.seed = 7, opts.every = 8;
+    opts.progress = progress, opts.user = &opts;
+    for (opts.epoch = 1; opts.epoch <= 3; opts.epoch++) {
+        opts.global_step = clcnn_model_step_count(model); /* progress every 8 steps */
+        if (clcnn_model_train_epoch_v2(model, train, &opts, NULL)) {
             fprintf(stderr, "training: %s\n", clcnn_model_errmsg(model));
             goto done;
         }
+    }
     make(img, lab, N, 2);
     if (clcnn_dataset_from_memory(&test, ctx, img, lab, N, C, H, W) ||
         clcnn_model_evaluate(model, test, 128, &loss, &correct)) {

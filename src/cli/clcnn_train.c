@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,7 @@ typedef struct cli_options {
     int betas_given, eps_given, batch_given;
     long epochs, batch_size, log_every, max_steps;
     double lr, momentum, weight_decay, beta1, beta2, eps;
-    int nesterov, no_shuffle, eval_only, no_tensorboard;
+    int nesterov, no_shuffle, eval_only, no_tensorboard, plan;
     clcnn_optimizer_kind optimizer;
     uint64_t seed;
 } cli_options;
@@ -85,6 +86,10 @@ static const char usage_text[] =
     "                        checkpoint's is refused, and so is another --batch-size when\n"
     "                        the checkpoint stopped mid-epoch (--max-steps)\n"
     "  --eval-only           evaluate the test set with --init or --resume weights and exit\n"
+    "  --plan                print the model's plan for --batch-size and exit: one line per\n"
+    "                        node (a layer, or a convolution with the MaxPool2d(2) fused into\n"
+    "                        it) with its input, output shape, the algorithm of its forward,\n"
+    "                        weight gradient and input gradient, and its buffers' size\n"
     "\n"
     "Output:\n"
     "  --save-dir DIR        checkpoint folder: epoch_<N>.safetensors after every epoch, loadable\n"
@@ -102,12 +107,25 @@ static const char usage_text[] =
     "                         hides every device\n"
     "  CLCNN_BACKEND          GEMM backend: cpu, gpu, opencl or clblast (default: by device\n"
     "                         type)\n"
+    "  CLCNN_CONV_ALGO        convolution algorithm: direct or im2col (default: by device type;\n"
+    "                         --plan shows what each layer takes)\n"
     "  CLCNN_AUTOTUNE=1       time interchangeable kernels on first use of each shape, keep the\n"
     "                         fastest in the cache folder (default: fixed rules, repeatable)\n"
     "  CLCNN_KERNEL_DIR       read kernel sources from DIR/<name>.cl instead of the embedded ones\n"
     "  CLCNN_CACHE_DIR        program-binary cache folder (default $XDG_CACHE_HOME/clcnn or\n"
     "                         ~/.cache/clcnn; created 0700, used only when it and each entry\n"
     "                         belong to the user); CLCNN_CACHE=0 turns the cache off\n";
+
+/* The model's plan for a batch (clcnn_model_plan). */
+static int print_plan(const clcnn_model *m, int batch) {
+    size_t n = clcnn_model_plan(m, batch, NULL, 0);
+    char *buf = malloc(n + 1);
+    if (!buf) return 1;
+    clcnn_model_plan(m, batch, buf, n + 1);
+    printf("plan for a batch of %d:\n%s", batch, buf);
+    free(buf);
+    return 0;
+}
 
 /* One error line on stderr: "clcnn_train: " and the message. Messages quote what the user
  * typed and what files hold, so control characters are shown as \xNN rather than breaking the
@@ -159,20 +177,65 @@ static void die(const char *fmt, ...) {
     exit(2);
 }
 
-static const char *need_value(int argc, char **argv, int i) {
-    /* An unknown word is named as such, even as the last argument, never as "needs a value". */
-    static const char *const takes_value[] = {
-        "--platform",   "--device",    "--data",      "--dataset",  "--model",    "--epochs",
-        "--batch-size", "--log-every", "--max-steps", "--lr",       "--momentum", "--weight-decay",
-        "--eps",        "--betas",     "--optimizer", "--seed",     "--logdir",   "--save-dir",
-        "--metrics",    "--init",      "--resume",    "--normalize"};
-    int known = 0;
-    for (size_t k = 0; k < sizeof takes_value / sizeof takes_value[0] && !known; k++)
-        known = !strcmp(argv[i], takes_value[k]);
-    if (!known) die("unknown option '%s' (see --help)", argv[i]);
-    if (i + 1 >= argc || argv[i + 1] == NULL) die("%s needs a value (see --help)", argv[i]);
-    return argv[i + 1];
-}
+/* How an option's value is read. */
+typedef enum arg_kind {
+    ARG_FLAG,      /* no value: the int field becomes 1 */
+    ARG_INT,       /* an int in [lo, hi] */
+    ARG_LONG,      /* a long in [lo, hi] */
+    ARG_U64,       /* a uint64_t in [lo, hi] */
+    ARG_NUMBER,    /* a finite double, greater than 0 when lo is 1, else not negative */
+    ARG_TEXT,      /* the word as given */
+    ARG_BETAS,     /* B1,B2 into beta1 and beta2 */
+    ARG_OPTIMIZER, /* sgd | adam | adamw */
+} arg_kind;
+
+/* One command-line option: where its value goes in cli_options and, for those a resume checks
+ * or a default depends on, the int that records that it was given. */
+typedef struct cli_arg {
+    const char *name;
+    arg_kind kind;
+    size_t field, given; /* offsets into cli_options; given is NOT_RECORDED for none */
+    long lo, hi;
+} cli_arg;
+
+#define OPT(f) offsetof(cli_options, f)
+#define NOT_RECORDED ((size_t)-1)
+
+/* clang-format off */
+static const cli_arg cli_args[] = {
+    {"-h",               ARG_FLAG,      OPT(help),           NOT_RECORDED,         0, 0},
+    {"--help",           ARG_FLAG,      OPT(help),           NOT_RECORDED,         0, 0},
+    {"--version",        ARG_FLAG,      OPT(version),        NOT_RECORDED,         0, 0},
+    {"--list-devices",   ARG_FLAG,      OPT(list_devices),   NOT_RECORDED,         0, 0},
+    {"--nesterov",       ARG_FLAG,      OPT(nesterov),       NOT_RECORDED,         0, 0},
+    {"--no-shuffle",     ARG_FLAG,      OPT(no_shuffle),     NOT_RECORDED,         0, 0},
+    {"--eval-only",      ARG_FLAG,      OPT(eval_only),      NOT_RECORDED,         0, 0},
+    {"--plan",           ARG_FLAG,      OPT(plan),           NOT_RECORDED,         0, 0},
+    {"--no-tensorboard", ARG_FLAG,      OPT(no_tensorboard), NOT_RECORDED,         0, 0},
+    {"--platform",       ARG_INT,       OPT(platform),       NOT_RECORDED,         0, INT_MAX},
+    {"--device",         ARG_INT,       OPT(device),         NOT_RECORDED,         0, INT_MAX},
+    {"--data",           ARG_TEXT,      OPT(data),           NOT_RECORDED,         0, 0},
+    {"--dataset",        ARG_TEXT,      OPT(dataset),        NOT_RECORDED,         0, 0},
+    {"--model",          ARG_TEXT,      OPT(model),          OPT(model_given),     0, 0},
+    {"--epochs",         ARG_LONG,      OPT(epochs),         NOT_RECORDED,         1, 1000000},
+    {"--batch-size",     ARG_LONG,      OPT(batch_size),     OPT(batch_given),     1, 1 << 20},
+    {"--log-every",      ARG_LONG,      OPT(log_every),      NOT_RECORDED,         1, LONG_MAX},
+    {"--max-steps",      ARG_LONG,      OPT(max_steps),      NOT_RECORDED,         1, LONG_MAX},
+    {"--lr",             ARG_NUMBER,    OPT(lr),             OPT(lr_given),        1, 0},
+    {"--momentum",       ARG_NUMBER,    OPT(momentum),       OPT(momentum_given),  0, 0},
+    {"--weight-decay",   ARG_NUMBER,    OPT(weight_decay),   OPT(wd_given),        0, 0},
+    {"--eps",            ARG_NUMBER,    OPT(eps),            OPT(eps_given),       0, 0},
+    {"--betas",          ARG_BETAS,     OPT(beta1),          OPT(betas_given),     0, 0},
+    {"--optimizer",      ARG_OPTIMIZER, OPT(optimizer),      OPT(optimizer_given), 0, 0},
+    {"--seed",           ARG_U64,       OPT(seed),           OPT(seed_given),      0, LONG_MAX},
+    {"--logdir",         ARG_TEXT,      OPT(logdir),         NOT_RECORDED,         0, 0},
+    {"--save-dir",       ARG_TEXT,      OPT(save_dir),       NOT_RECORDED,         0, 0},
+    {"--metrics",        ARG_TEXT,      OPT(metrics),        NOT_RECORDED,         0, 0},
+    {"--init",           ARG_TEXT,      OPT(init),           NOT_RECORDED,         0, 0},
+    {"--resume",         ARG_TEXT,      OPT(resume),         NOT_RECORDED,         0, 0},
+    {"--normalize",      ARG_TEXT,      OPT(normalize),      NOT_RECORDED,         0, 0},
+};
+/* clang-format on */
 
 /* Strict integer in [lo, hi]: no trailing garbage, no overflow. */
 static long parse_long(const char *opt, const char *v, long lo, long hi) {
@@ -197,7 +260,45 @@ static double parse_double(const char *opt, const char *v, int positive) {
     return x;
 }
 
-static void parse_args(int argc, char **argv, cli_options *o) {
+static void parse_betas(const char *v, double *beta1, double *beta2) {
+    char *end = NULL;
+    errno = 0;
+    *beta1 = strtod(v, &end);
+    if (errno || end == v || *end != ',') die("--betas: '%s' is not B1,B2", v);
+    const char *b2 = end + 1;
+    *beta2 = strtod(b2, &end);
+    if (errno || end == b2 || *end) die("--betas: '%s' is not B1,B2", v);
+    if (!(*beta1 >= 0 && *beta1 < 1 && *beta2 >= 0 && *beta2 < 1))
+        die("--betas: %s: each beta must be in [0, 1)", v);
+}
+
+/* The --optimizer words, indexed by clcnn_optimizer_kind. */
+static const char *const optimizer_words[] = {"sgd", "adam", "adamw"};
+
+static clcnn_optimizer_kind parse_optimizer(const char *v) {
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(v, optimizer_words[k])) return (clcnn_optimizer_kind)k;
+    die("--optimizer: '%s' is not sgd, adam or adamw", v);
+    return CLCNN_OPTIMIZER_SGD;
+}
+
+/* Stores option a's value v (NULL for a flag) into o. */
+static void take_arg(const cli_arg *a, const char *v, cli_options *o) {
+    char *field = (char *)o + a->field;
+    switch (a->kind) {
+    case ARG_FLAG: *(int *)field = 1; break;
+    case ARG_INT: *(int *)field = (int)parse_long(a->name, v, a->lo, a->hi); break;
+    case ARG_LONG: *(long *)field = parse_long(a->name, v, a->lo, a->hi); break;
+    case ARG_U64: *(uint64_t *)field = (uint64_t)parse_long(a->name, v, a->lo, a->hi); break;
+    case ARG_NUMBER: *(double *)field = parse_double(a->name, v, a->lo == 1); break;
+    case ARG_TEXT: *(const char **)field = v; break;
+    case ARG_BETAS: parse_betas(v, &o->beta1, &o->beta2); break;
+    case ARG_OPTIMIZER: o->optimizer = parse_optimizer(v); break;
+    }
+    if (a->given != NOT_RECORDED) *(int *)((char *)o + a->given) = 1;
+}
+
+static void set_defaults(cli_options *o) {
     memset(o, 0, sizeof *o);
     o->platform = o->device = -1;
     o->model = "seed";
@@ -213,90 +314,23 @@ static void parse_args(int argc, char **argv, cli_options *o) {
     o->weight_decay = -1; /* per optimizer default */
     o->seed = 1;
     o->optimizer = CLCNN_OPTIMIZER_SGD;
+}
+
+static void parse_args(int argc, char **argv, cli_options *o) {
+    set_defaults(o);
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int takes = 1;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
-            o->help = 1, takes = 0;
-        else if (!strcmp(a, "--version"))
-            o->version = 1, takes = 0;
-        else if (!strcmp(a, "--list-devices"))
-            o->list_devices = 1, takes = 0;
-        else if (!strcmp(a, "--nesterov"))
-            o->nesterov = 1, takes = 0;
-        else if (!strcmp(a, "--no-shuffle"))
-            o->no_shuffle = 1, takes = 0;
-        else if (!strcmp(a, "--eval-only"))
-            o->eval_only = 1, takes = 0;
-        else if (!strcmp(a, "--no-tensorboard"))
-            o->no_tensorboard = 1, takes = 0;
-        else {
-            const char *v = need_value(argc, argv, i);
-            if (!strcmp(a, "--platform"))
-                o->platform = (int)parse_long(a, v, 0, INT_MAX);
-            else if (!strcmp(a, "--device"))
-                o->device = (int)parse_long(a, v, 0, INT_MAX);
-            else if (!strcmp(a, "--data"))
-                o->data = v;
-            else if (!strcmp(a, "--dataset"))
-                o->dataset = v;
-            else if (!strcmp(a, "--model"))
-                o->model = v, o->model_given = 1;
-            else if (!strcmp(a, "--epochs"))
-                o->epochs = parse_long(a, v, 1, 1000000);
-            else if (!strcmp(a, "--batch-size"))
-                o->batch_size = parse_long(a, v, 1, 1 << 20), o->batch_given = 1;
-            else if (!strcmp(a, "--log-every"))
-                o->log_every = parse_long(a, v, 1, LONG_MAX);
-            else if (!strcmp(a, "--max-steps"))
-                o->max_steps = parse_long(a, v, 1, LONG_MAX);
-            else if (!strcmp(a, "--lr"))
-                o->lr = parse_double(a, v, 1), o->lr_given = 1;
-            else if (!strcmp(a, "--momentum"))
-                o->momentum = parse_double(a, v, 0), o->momentum_given = 1;
-            else if (!strcmp(a, "--weight-decay"))
-                o->weight_decay = parse_double(a, v, 0), o->wd_given = 1;
-            else if (!strcmp(a, "--eps"))
-                o->eps = parse_double(a, v, 0), o->eps_given = 1;
-            else if (!strcmp(a, "--betas")) {
-                o->betas_given = 1;
-                char *end = NULL;
-                errno = 0;
-                o->beta1 = strtod(v, &end);
-                if (errno || end == v || *end != ',') die("--betas: '%s' is not B1,B2", v);
-                const char *b2 = end + 1;
-                o->beta2 = strtod(b2, &end);
-                if (errno || end == b2 || *end) die("--betas: '%s' is not B1,B2", v);
-                if (!(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
-                    die("--betas: %s: each beta must be in [0, 1)", v);
-            } else if (!strcmp(a, "--optimizer")) {
-                o->optimizer_given = 1;
-                if (!strcmp(v, "sgd"))
-                    o->optimizer = CLCNN_OPTIMIZER_SGD;
-                else if (!strcmp(v, "adam"))
-                    o->optimizer = CLCNN_OPTIMIZER_ADAM;
-                else if (!strcmp(v, "adamw"))
-                    o->optimizer = CLCNN_OPTIMIZER_ADAMW;
-                else
-                    die("--optimizer: '%s' is not sgd, adam or adamw", v);
-            } else if (!strcmp(a, "--seed")) {
-                o->seed = (uint64_t)parse_long(a, v, 0, LONG_MAX), o->seed_given = 1;
-            } else if (!strcmp(a, "--logdir"))
-                o->logdir = v;
-            else if (!strcmp(a, "--save-dir"))
-                o->save_dir = v;
-            else if (!strcmp(a, "--metrics"))
-                o->metrics = v;
-            else if (!strcmp(a, "--init"))
-                o->init = v;
-            else if (!strcmp(a, "--resume"))
-                o->resume = v;
-            else if (!strcmp(a, "--normalize"))
-                o->normalize = v;
-            else
-                die("unknown option '%s' (see --help)", a);
+        const cli_arg *a = NULL;
+        const char *v = NULL;
+        for (size_t k = 0; k < sizeof cli_args / sizeof cli_args[0] && !a; k++)
+            if (!strcmp(argv[i], cli_args[k].name)) a = &cli_args[k];
+        /* An unknown word is named as such, even as the last argument, never as "needs a
+         * value". */
+        if (!a) die("unknown option '%s' (see --help)", argv[i]);
+        if (a->kind != ARG_FLAG) {
+            if (i + 1 >= argc || argv[i + 1] == NULL) die("%s needs a value (see --help)", argv[i]);
+            v = argv[++i];
         }
-        i += takes;
+        take_arg(a, v, o);
     }
     if (o->dataset && clcnn_dataset_format_parse(o->dataset) < 0)
         die("--dataset: '%s' is not cifar10, mnist or fashion-mnist", o->dataset);
@@ -429,10 +463,6 @@ static const char *exact(char buf[32], double v) {
     return buf;
 }
 
-static const char *optimizer_name(clcnn_optimizer_kind k) {
-    return k == CLCNN_OPTIMIZER_SGD ? "sgd" : k == CLCNN_OPTIMIZER_ADAM ? "adam" : "adamw";
-}
-
 /* A resumed run keeps the checkpoint's optimizer settings. An option given on the command line
  * that differs from them is refused, naming both values; so is another batch size when the
  * checkpoint stopped in the middle of an epoch (its remaining samples are counted in batches). */
@@ -443,8 +473,8 @@ static int resume_conflicts(const cli_options *o, const clcnn_optimizer_options 
     const char *opt = NULL;
     if (o->optimizer_given && o->optimizer != ck->kind) {
         opt = "--optimizer";
-        snprintf(mine, sizeof mine, "%s", optimizer_name(o->optimizer));
-        snprintf(theirs, sizeof theirs, "%s", optimizer_name(ck->kind));
+        snprintf(mine, sizeof mine, "%s", optimizer_words[o->optimizer]);
+        snprintf(theirs, sizeof theirs, "%s", optimizer_words[ck->kind]);
     } else if (o->lr_given && o->lr != ck->lr) {
         opt = "--lr";
         snprintf(mine, sizeof mine, "%s", exact(x, o->lr));
@@ -489,6 +519,12 @@ typedef struct run_state {
     FILE *metrics;
     int tty;
     double t_start;
+    /* The epoch being trained, for the library loop's callbacks: its 0-based number, the batch
+     * it starts at and the steps taken before that batch. */
+    int64_t epoch, start_batch, step0;
+    double t_last;     /* when the last log line was written */
+    int64_t last_step; /* and at which step */
+    int failed;        /* a callback could not write its output; it has said why */
 } run_state;
 
 static int metrics_line(run_state *r, const char *fmt, ...) {
@@ -576,73 +612,92 @@ static int save(run_state *r, const clcnn_checkpoint_info_v2 *info, int64_t epoc
     return 0;
 }
 
+/* The library loop's progress callback: every step on a terminal (the progress bar), else
+ * every --log-every steps. A log step writes the log line, its JSON Lines record and the
+ * TensorBoard scalar, with the images per second since the previous log line. */
+static int on_progress(void *user, int64_t batch, int64_t batches, float loss) {
+    run_state *r = user;
+    const cli_options *o = r->o;
+    int64_t step = r->step0 + batch - r->start_batch;
+    double t = now(), ips = (double)(step - r->last_step) * (int)o->batch_size / (t - r->t_last);
+    if (step % o->log_every == 0) {
+        if (r->tty) printf("\r\033[K");
+        printf("step %" PRId64 "  epoch %" PRId64 "  loss %.4f  elapsed %.1f s  %.1f img/s\n", step,
+               r->epoch + 1, loss, t - r->t_start, ips);
+        fflush(stdout);
+        char num[40];
+        if (metrics_line(r,
+                         "{\"type\":\"train\",\"epoch\":%" PRId64 ",\"step\":%" PRId64
+                         ",\"loss\":%.9g,\"elapsed_s\":%.6f,\"images_per_s\":%s}\n",
+                         r->epoch + 1, step, loss, t - r->t_start, json_num(num, ips)) ||
+            tb_scalar(r, "train_loss", loss, step)) {
+            r->failed = 1;
+            return 1;
+        }
+        r->t_last = t, r->last_step = step;
+    }
+    progress(r, r->epoch + 1, batch, batches, loss, ips);
+    return 0;
+}
+
+/* The library loop's batch hook: --max-steps ends the run after the step that reaches it (at
+ * least one step of this run is taken, as a resumed run that was already there expects). */
+static int on_batch(void *user, int64_t epoch, int64_t batch, int first, int n) {
+    const run_state *r = user;
+    (void)epoch, (void)first, (void)n;
+    return batch > r->start_batch && r->step0 + batch - r->start_batch >= r->o->max_steps;
+}
+
+/* Says why an epoch stopped with an error: a loss that is not finite, or a failed step. */
+static void epoch_failed(run_state *r, clcnn_status st, int64_t step) {
+    const char *lead = r->tty ? "\n" : "";
+    float loss = 0;
+    if (st == CLCNN_ERR_NUMERIC && !clcnn_model_last_loss(r->model, &loss, NULL))
+        say_after(lead,
+                  "the loss is %s at step %" PRId64 " (epoch %" PRId64
+                  "); stopping. Lower --lr? The last checkpoint in %s is intact.",
+                  isnan(loss) ? "NaN" : "infinite", step, r->epoch + 1, r->o->save_dir);
+    else
+        say_after(lead, "step %" PRId64 " failed: %s", step + 1, clcnn_model_errmsg(r->model));
+}
+
 static int train(run_state *r, clcnn_checkpoint_info_v2 info) {
     const cli_options *o = r->o;
     int n = clcnn_dataset_size(r->train), bs = (int)o->batch_size;
     int64_t nb = (n + bs - 1) / bs;
-    double t_last = now();
-    int64_t last_step = info.step;
+    clcnn_train_options t;
+    clcnn_train_options_defaults(&t);
+    t.batch_size = bs;
+    t.seed = info.seed;
+    t.shuffle = !o->no_shuffle;
+    t.every = r->tty ? 1 : o->log_every;
+    t.progress = on_progress, t.user = r;
+    if (o->max_steps) t.hook = on_batch, t.hook_user = r;
+    r->t_last = now();
+    r->last_step = info.step;
     r->t_start = now();
     for (int64_t e = info.epoch; e < o->epochs; e++) {
-        int64_t b0 = info.batch_in_epoch;
+        int64_t done = 0;
+        t.epoch = r->epoch = e;
+        t.start_batch = r->start_batch = info.batch_in_epoch < nb ? info.batch_in_epoch : nb;
+        t.global_step = r->step0 = info.step;
         info.batch_in_epoch = 0;
-        if (clcnn_dataset_set_epoch(r->train, info.seed, e, !o->no_shuffle)) {
-            say("%s", clcnn_dataset_errmsg(r->train));
+        if (!r->tty) printf("----- epoch %" PRId64 "/%ld -----\n", e + 1, o->epochs);
+        clcnn_status st = clcnn_model_train_epoch_v2(r->model, r->train, &t, &done);
+        info.step += done - t.start_batch;
+        if (r->failed) return -1;
+        if (st) {
+            epoch_failed(r, st, info.step);
             return -1;
         }
-        if (!r->tty) printf("----- epoch %" PRId64 "/%ld -----\n", e + 1, o->epochs);
-        for (int64_t b = b0; b < nb; b++) {
-            int first = (int)(b * bs), cnt = n - first < bs ? n - first : bs;
-            if (clcnn_model_train_dataset(r->model, r->train, first, cnt)) {
-                say_after(r->tty ? "\n" : "", "step %" PRId64 " failed: %s", info.step + 1,
-                          clcnn_model_errmsg(r->model));
-                return -1;
-            }
-            info.step++;
-            int log = info.step % o->log_every == 0;
-            if (log || r->tty) {
-                float loss = 0;
-                if (clcnn_model_last_loss(r->model, &loss, NULL)) {
-                    say_after(r->tty ? "\n" : "", "%s", clcnn_model_errmsg(r->model));
-                    return -1;
-                }
-                if (!isfinite(loss)) {
-                    say_after(r->tty ? "\n" : "",
-                              "the loss is %s at step %" PRId64 " (epoch %" PRId64
-                              "); stopping. Lower --lr? The last checkpoint in %s is intact.",
-                              isnan(loss) ? "NaN" : "infinite", info.step, e + 1, o->save_dir);
-                    return -1;
-                }
-                double t = now(), ips = (double)(info.step - last_step) * bs / (t - t_last);
-                if (log) {
-                    if (r->tty) printf("\r\033[K");
-                    printf("step %" PRId64 "  epoch %" PRId64 "  loss %.4f  elapsed %.1f s  %.1f "
-                           "img/s\n",
-                           info.step, e + 1, loss, t - r->t_start, ips);
-                    fflush(stdout);
-                    char num[40];
-                    if (metrics_line(r,
-                                     "{\"type\":\"train\",\"epoch\":%" PRId64 ",\"step\":%" PRId64
-                                     ",\"loss\":%.9g,\"elapsed_s\":%.6f,"
-                                     "\"images_per_s\":%s}\n",
-                                     e + 1, info.step, loss, t - r->t_start, json_num(num, ips)) ||
-                        tb_scalar(r, "train_loss", loss, info.step))
-                        return -1;
-                    t_last = t, last_step = info.step;
-                }
-                progress(r, e + 1, b + 1, nb, loss, ips);
-            }
-            if (o->max_steps && info.step >= o->max_steps) {
-                int whole = b + 1 == nb;
-                if (r->tty) printf("\n");
-                printf("reached --max-steps %ld\n", o->max_steps);
-                info.epoch = whole ? e + 1 : e;
-                info.batch_in_epoch = whole ? 0 : b + 1;
-                if (evaluate(r, e + 1, info.step)) return -1;
-                return save(r, &info, e + 1);
-            }
-        }
         if (r->tty) printf("\n");
+        if (o->max_steps && info.step >= o->max_steps) {
+            printf("reached --max-steps %ld\n", o->max_steps);
+            info.epoch = done == nb ? e + 1 : e;
+            info.batch_in_epoch = done == nb ? 0 : done;
+            if (evaluate(r, e + 1, info.step)) return -1;
+            return save(r, &info, e + 1);
+        }
         info.epoch = e + 1;
         if (evaluate(r, e + 1, info.step)) return -1;
         if (save(r, &info, e + 1)) return -1;
@@ -650,15 +705,227 @@ static int train(run_state *r, clcnn_checkpoint_info_v2 info) {
     return 0;
 }
 
+/* --list-devices: the visible devices, the one a run would take (idx, or -1 for none) marked.
+ * Returns the exit status. */
+static int list_devices(clcnn_devices *devs, int idx) {
+    if (clcnn_devices_count(devs) == 0) {
+        say("%s", clcnn_devices_errmsg(devs));
+        return 1;
+    }
+    size_t n = clcnn_devices_format(devs, idx, NULL, 0);
+    char *buf = malloc(n + 1);
+    if (!buf) return 1;
+    clcnn_devices_format(devs, idx, buf, n + 1);
+    fputs(buf, stdout);
+    free(buf);
+    return 0;
+}
+
+/* What --resume's checkpoint says before the device is touched: its model and image shape.
+ * CLCNN_SPEC_MAX_LEN bytes hold any spec a model can have. */
+typedef struct resume_peek {
+    char spec[CLCNN_SPEC_MAX_LEN + 1];
+    int c, h, w;
+} resume_peek;
+
+/* Inputs are checked before the device is touched: a typo costs nothing. Fills in the default
+ * --data, reads --resume's model into ck and opens --metrics. */
+static int check_inputs(cli_options *o, run_state *r, resume_peek *ck) {
+    struct stat sb;
+    if (!o->data) {
+        if (stat(DEFAULT_DATA, &sb) != 0) {
+            say("no --data given and %s is missing (apt-get install dataset-fashion-mnist, or "
+                "pass --data DIR)",
+                DEFAULT_DATA);
+            return -1;
+        }
+        o->data = DEFAULT_DATA;
+    }
+    if (o->init && stat(o->init, &sb) != 0) {
+        say("--init %s: %s", o->init, strerror(errno));
+        return -1;
+    }
+    if (o->resume) {
+        char err[1100];
+        if (clcnn_checkpoint_peek(o->resume, ck->spec, sizeof ck->spec, &ck->c, &ck->h, &ck->w, err,
+                                  sizeof err)) {
+            say("--resume: %s", err);
+            return -1;
+        }
+    }
+    if (!o->eval_only && !o->plan) {
+        if (check_writable_dir(o->save_dir, "--save-dir")) return -1;
+        if (!o->no_tensorboard && check_writable_dir(o->logdir, "--logdir")) return -1;
+    }
+    /* Appending: a resumed run continues the same file, nothing earlier is lost. */
+    if (o->metrics && !(r->metrics = fopen(o->metrics, "a"))) {
+        say("--metrics %s: %s", o->metrics, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The context on device idx, announced with the time its kernels took to be ready. */
+static int open_context(run_state *r, clcnn_devices *devs, int idx) {
+    clcnn_device_info info;
+    clcnn_devices_get(devs, idx, &info);
+    if (clcnn_context_create(&r->ctx, devs, idx, NULL) != CLCNN_SUCCESS) {
+        say("%s", clcnn_context_errmsg(r->ctx));
+        return -1;
+    }
+    printf("clcnn %s on device %d:%d %s (%s, %s), kernels ready in %.3f s (%s)\n", clcnn_version(),
+           info.platform_index, info.device_index, info.name, type_name(info.type),
+           info.platform_name, clcnn_context_build_seconds(r->ctx),
+           clcnn_context_cache_hit(r->ctx) ? "binary cache" : "compiled");
+    if (r->o->resume && r->o->model_given)
+        printf("note: --model is ignored with --resume: the checkpoint's model is used\n");
+    return 0;
+}
+
+/* --normalize on both sets; c is the images' channel count. */
+static int apply_normalize(run_state *r, int c) {
+    float mean[64], sd[64];
+    if (c > 64 || parse_normalize(r->o->normalize, c, mean, sd)) {
+        say("--normalize: '%s' is not MEAN,STD or %d means then %d stds (stds > 0)",
+            r->o->normalize, c, c);
+        return -1;
+    }
+    if ((r->train && clcnn_dataset_set_normalize(r->train, mean, sd)) ||
+        clcnn_dataset_set_normalize(r->test, mean, sd)) {
+        say("--normalize: %s", clcnn_dataset_errmsg(r->test));
+        return -1;
+    }
+    return 0;
+}
+
+/* Opens the test set, and the training set when the run trains; shape receives the images'
+ * channels, height and width, which both sets and a resumed checkpoint must share. */
+static int open_data(run_state *r, const resume_peek *ck, int shape[3]) {
+    const cli_options *o = r->o;
+    int c, h, w;
+    clcnn_dataset_format fmt = o->dataset
+                                   ? (clcnn_dataset_format)clcnn_dataset_format_parse(o->dataset)
+                                   : CLCNN_DATASET_AUTO;
+    if (!o->eval_only && !o->plan && clcnn_dataset_open(&r->train, r->ctx, o->data, fmt, 1)) {
+        say("%s", clcnn_dataset_errmsg(r->train));
+        return -1;
+    }
+    if (clcnn_dataset_open(&r->test, r->ctx, o->data, fmt, 0)) {
+        say("%s", clcnn_dataset_errmsg(r->test));
+        return -1;
+    }
+    clcnn_dataset_shape(r->test, &c, &h, &w);
+    if (r->train) {
+        int c2, h2, w2;
+        clcnn_dataset_shape(r->train, &c2, &h2, &w2);
+        if (c2 != c || h2 != h || w2 != w) {
+            say("%s: train images are %dx%dx%d, test images %dx%dx%d", o->data, c2, h2, w2, c, h,
+                w);
+            return -1;
+        }
+    }
+    if (o->resume && (ck->c != c || ck->h != h || ck->w != w)) {
+        say("--resume %s was trained on %dx%dx%d images, %s has %dx%dx%d", o->resume, ck->c, ck->h,
+            ck->w, o->data, c, h, w);
+        return -1;
+    }
+    if (o->normalize && apply_normalize(r, c)) return -1;
+    printf("data: %s (%s), %d train / %d test images of %dx%dx%d\n", o->data,
+           clcnn_dataset_format_name(clcnn_dataset_format_of(r->test)),
+           r->train ? clcnn_dataset_size(r->train) : 0, clcnn_dataset_size(r->test), c, h, w);
+    shape[0] = c, shape[1] = h, shape[2] = w;
+    return 0;
+}
+
+/* --resume into the model: its weights, optimizer state and settings, and where the run stood
+ * (ck). opt receives the settings; o's batch size becomes the checkpoint's unless given. */
+static int resume_model(run_state *r, cli_options *o, clcnn_optimizer_options *opt,
+                        clcnn_checkpoint_info_v2 *ck) {
+    if (clcnn_model_load_checkpoint_v2(r->model, o->resume, ck)) {
+        say("--resume: %s", clcnn_model_errmsg(r->model));
+        return -1;
+    }
+    /* The run continues with the checkpoint's settings; an option that says otherwise is
+     * refused rather than silently overridden (or silently ignored). */
+    clcnn_model_get_optimizer(r->model, opt);
+    if (resume_conflicts(o, opt, ck)) return -1;
+    if (!o->batch_given) o->batch_size = ck->batch_size ? ck->batch_size : o->batch_size;
+    if (ck->batch_size && o->batch_size != ck->batch_size)
+        printf("note: batch size %ld from here on; the checkpoint was trained with %" PRId64 "\n",
+               o->batch_size, ck->batch_size);
+    if (o->seed_given && ck->seed != o->seed)
+        printf("note: continuing with the checkpoint's seed %" PRIu64 ", not --seed %" PRIu64 "\n",
+               ck->seed, o->seed);
+    printf("resumed from %s: epoch %" PRId64 ", step %" PRId64 "\n", o->resume, ck->epoch,
+           ck->step);
+    return 0;
+}
+
+/* The model for images of shape (c, h, w) with its optimizer and its starting weights (--init
+ * or --resume); opt receives what it trains with and ck where the run starts. */
+static int make_model(run_state *r, cli_options *o, const char *spec, const int shape[3],
+                      clcnn_optimizer_options *opt, clcnn_checkpoint_info_v2 *ck) {
+    size_t nparams = 0;
+    if (clcnn_model_create(&r->model, r->ctx, spec, shape[0], shape[1], shape[2], o->seed)) {
+        say("--model: %s", clcnn_model_errmsg(r->model));
+        return -1;
+    }
+    clcnn_optimizer_defaults(opt, o->optimizer);
+    opt->lr = o->lr;
+    opt->momentum = o->momentum;
+    opt->nesterov = o->nesterov;
+    opt->weight_decay = o->weight_decay;
+    opt->beta1 = o->beta1;
+    opt->beta2 = o->beta2;
+    opt->eps = o->eps;
+    if (!o->resume && clcnn_model_set_optimizer(r->model, opt)) {
+        say("%s", clcnn_model_errmsg(r->model));
+        return -1;
+    }
+    *ck = (clcnn_checkpoint_info_v2){0, 0, 0, o->seed, o->batch_size};
+    if (o->init && clcnn_model_load_weights(r->model, o->init)) {
+        say("--init: %s", clcnn_model_errmsg(r->model));
+        return -1;
+    }
+    if (o->resume && resume_model(r, o, opt, ck)) return -1;
+    ck->batch_size = o->batch_size;
+    for (int i = 0; i < clcnn_model_param_count(r->model); i++) {
+        size_t k = 0;
+        clcnn_model_param_info(r->model, i, NULL, NULL, NULL, &k);
+        nparams += k;
+    }
+    printf("model: %s (%zu parameters)\n", clcnn_model_spec(r->model), nparams);
+    return 0;
+}
+
+/* What the model will train with: the options given, or a resumed checkpoint's. */
+static void print_settings(const cli_options *o, const clcnn_optimizer_options *opt,
+                           uint64_t seed) {
+    printf("optimizer: %s lr %g",
+           opt->kind == CLCNN_OPTIMIZER_SGD    ? "SGD"
+           : opt->kind == CLCNN_OPTIMIZER_ADAM ? "Adam"
+                                               : "AdamW",
+           opt->lr);
+    if (opt->kind == CLCNN_OPTIMIZER_SGD && opt->momentum > 0)
+        printf(" momentum %g%s", opt->momentum, opt->nesterov ? " (Nesterov)" : "");
+    if (opt->kind != CLCNN_OPTIMIZER_SGD &&
+        (opt->beta1 != 0.9 || opt->beta2 != 0.999 || opt->eps != 1e-8))
+        printf(" betas %g,%g eps %g", opt->beta1, opt->beta2, opt->eps);
+    if (opt->weight_decay > 0) printf(" weight decay %g", opt->weight_decay);
+    printf(", batch %ld, %ld epoch%s, seed %" PRIu64 "%s\n", o->batch_size, o->epochs,
+           o->epochs == 1 ? "" : "s", seed, o->no_shuffle ? ", no shuffle" : "");
+}
+
 int main(int argc, char **argv) {
+    static resume_peek peek; /* static: a spec may take 64 KiB */
     cli_options o;
     clcnn_devices *devs = NULL;
-    clcnn_device_info info;
+    clcnn_optimizer_options opt;
+    clcnn_checkpoint_info_v2 ck;
     run_state r;
-    int idx = -1, rc = 1;
+    int idx = -1, rc = 1, shape[3];
+    double t0 = 0;
     clcnn_status st;
-    /* A checkpoint's spec: CLCNN_SPEC_MAX_LEN bytes hold any spec a model can have. */
-    static char ck_spec[CLCNN_SPEC_MAX_LEN + 1];
     memset(&r, 0, sizeof r);
     parse_args(argc, argv, &o);
     r.o = &o;
@@ -674,188 +941,26 @@ int main(int argc, char **argv) {
     }
     st = clcnn_devices_select(devs, o.platform, o.device, &idx);
     if (o.list_devices) {
-        if (clcnn_devices_count(devs) == 0) {
-            say("%s", clcnn_devices_errmsg(devs));
-            goto done;
-        }
-        size_t n = clcnn_devices_format(devs, st == CLCNN_SUCCESS ? idx : -1, NULL, 0);
-        char *buf = malloc(n + 1);
-        if (!buf) goto done;
-        clcnn_devices_format(devs, st == CLCNN_SUCCESS ? idx : -1, buf, n + 1);
-        fputs(buf, stdout);
-        free(buf);
-        rc = 0;
+        rc = list_devices(devs, st == CLCNN_SUCCESS ? idx : -1);
         goto done;
     }
     if (st != CLCNN_SUCCESS) {
         say("%s", clcnn_devices_errmsg(devs));
         goto done;
     }
-
-    /* Inputs are checked before the device is touched: a typo costs nothing. */
-    struct stat sb;
-    if (!o.data) {
-        if (stat(DEFAULT_DATA, &sb) != 0) {
-            say("no --data given and %s is missing (apt-get install dataset-fashion-mnist, or "
-                "pass --data DIR)",
-                DEFAULT_DATA);
-            goto done;
-        }
-        o.data = DEFAULT_DATA;
-    }
-    if (o.init && stat(o.init, &sb) != 0) {
-        say("--init %s: %s", o.init, strerror(errno));
-        goto done;
-    }
-    const char *spec = o.model;
-    int ck_c = 0, ck_h = 0, ck_w = 0;
-    if (o.resume) {
-        char err[1100];
-        if (clcnn_checkpoint_peek(o.resume, ck_spec, sizeof ck_spec, &ck_c, &ck_h, &ck_w, err,
-                                  sizeof err)) {
-            say("--resume: %s", err);
-            goto done;
-        }
-        spec = ck_spec;
-    }
-    if (!o.eval_only) {
-        if (check_writable_dir(o.save_dir, "--save-dir")) goto done;
-        if (!o.no_tensorboard && check_writable_dir(o.logdir, "--logdir")) goto done;
-    }
-    if (o.metrics) {
-        /* Appending: a resumed run continues the same file, nothing earlier is lost. */
-        if (!(r.metrics = fopen(o.metrics, "a"))) {
-            say("--metrics %s: %s", o.metrics, strerror(errno));
-            goto done;
-        }
-    }
-
-    clcnn_devices_get(devs, idx, &info);
-    double t0 = now();
-    st = clcnn_context_create(&r.ctx, devs, idx, NULL);
-    if (st != CLCNN_SUCCESS) {
-        say("%s", clcnn_context_errmsg(r.ctx));
-        goto done;
-    }
-    printf("clcnn %s on device %d:%d %s (%s, %s), kernels ready in %.3f s (%s)\n", clcnn_version(),
-           info.platform_index, info.device_index, info.name, type_name(info.type),
-           info.platform_name, clcnn_context_build_seconds(r.ctx),
-           clcnn_context_cache_hit(r.ctx) ? "binary cache" : "compiled");
-    if (o.resume && o.model_given)
-        printf("note: --model is ignored with --resume: the checkpoint's model is used\n");
-
-    clcnn_dataset_format fmt = o.dataset
-                                   ? (clcnn_dataset_format)clcnn_dataset_format_parse(o.dataset)
-                                   : CLCNN_DATASET_AUTO;
-    if (!o.eval_only && clcnn_dataset_open(&r.train, r.ctx, o.data, fmt, 1)) {
-        say("%s", clcnn_dataset_errmsg(r.train));
-        goto done;
-    }
-    if (clcnn_dataset_open(&r.test, r.ctx, o.data, fmt, 0)) {
-        say("%s", clcnn_dataset_errmsg(r.test));
-        goto done;
-    }
-    int c, h, w;
-    clcnn_dataset_shape(r.test, &c, &h, &w);
-    if (r.train) {
-        int c2, h2, w2;
-        clcnn_dataset_shape(r.train, &c2, &h2, &w2);
-        if (c2 != c || h2 != h || w2 != w) {
-            say("%s: train images are %dx%dx%d, test images %dx%dx%d", o.data, c2, h2, w2, c, h, w);
-            goto done;
-        }
-    }
-    if (o.resume && (ck_c != c || ck_h != h || ck_w != w)) {
-        say("--resume %s was trained on %dx%dx%d images, %s has %dx%dx%d", o.resume, ck_c, ck_h,
-            ck_w, o.data, c, h, w);
-        goto done;
-    }
-    if (o.normalize) {
-        float mean[64], sd[64];
-        if (c > 64 || parse_normalize(o.normalize, c, mean, sd)) {
-            say("--normalize: '%s' is not MEAN,STD or %d means then %d stds (stds > 0)",
-                o.normalize, c, c);
-            goto done;
-        }
-        if ((r.train && clcnn_dataset_set_normalize(r.train, mean, sd)) ||
-            clcnn_dataset_set_normalize(r.test, mean, sd)) {
-            say("--normalize: %s", clcnn_dataset_errmsg(r.test));
-            goto done;
-        }
-    }
-    printf("data: %s (%s), %d train / %d test images of %dx%dx%d\n", o.data,
-           clcnn_dataset_format_name(clcnn_dataset_format_of(r.test)),
-           r.train ? clcnn_dataset_size(r.train) : 0, clcnn_dataset_size(r.test), c, h, w);
-
-    if (clcnn_model_create(&r.model, r.ctx, spec, c, h, w, o.seed)) {
-        say("--model: %s", clcnn_model_errmsg(r.model));
-        goto done;
-    }
-    clcnn_optimizer_options opt;
-    clcnn_optimizer_defaults(&opt, o.optimizer);
-    opt.lr = o.lr;
-    opt.momentum = o.momentum;
-    opt.nesterov = o.nesterov;
-    opt.weight_decay = o.weight_decay;
-    opt.beta1 = o.beta1;
-    opt.beta2 = o.beta2;
-    opt.eps = o.eps;
-    if (!o.resume && clcnn_model_set_optimizer(r.model, &opt)) {
-        say("%s", clcnn_model_errmsg(r.model));
-        goto done;
-    }
-    clcnn_checkpoint_info_v2 ck = {0, 0, 0, o.seed, o.batch_size};
-    if (o.init && clcnn_model_load_weights(r.model, o.init)) {
-        say("--init: %s", clcnn_model_errmsg(r.model));
-        goto done;
-    }
-    if (o.resume) {
-        if (clcnn_model_load_checkpoint_v2(r.model, o.resume, &ck)) {
-            say("--resume: %s", clcnn_model_errmsg(r.model));
-            goto done;
-        }
-        /* The run continues with the checkpoint's settings; an option that says otherwise is
-         * refused rather than silently overridden (or silently ignored). */
-        clcnn_model_get_optimizer(r.model, &opt);
-        if (resume_conflicts(&o, &opt, &ck)) goto done;
-        if (!o.batch_given) o.batch_size = ck.batch_size ? ck.batch_size : o.batch_size;
-        if (ck.batch_size && o.batch_size != ck.batch_size)
-            printf("note: batch size %ld from here on; the checkpoint was trained with %" PRId64
-                   "\n",
-                   o.batch_size, ck.batch_size);
-        if (o.seed_given && ck.seed != o.seed)
-            printf("note: continuing with the checkpoint's seed %" PRIu64 ", not --seed %" PRIu64
-                   "\n",
-                   ck.seed, o.seed);
-        printf("resumed from %s: epoch %" PRId64 ", step %" PRId64 "\n", o.resume, ck.epoch,
-               ck.step);
-    }
-    ck.batch_size = o.batch_size;
-    size_t nparams = 0;
-    for (int i = 0; i < clcnn_model_param_count(r.model); i++) {
-        size_t k = 0;
-        clcnn_model_param_info(r.model, i, NULL, NULL, NULL, &k);
-        nparams += k;
-    }
-    printf("model: %s (%zu parameters)\n", clcnn_model_spec(r.model), nparams);
+    if (check_inputs(&o, &r, &peek)) goto done;
+    t0 = now();
+    if (open_context(&r, devs, idx) || open_data(&r, &peek, shape)) goto done;
+    if (make_model(&r, &o, o.resume ? peek.spec : o.model, shape, &opt, &ck)) goto done;
     if (o.eval_only) {
         rc = evaluate(&r, ck.epoch, ck.step) ? 1 : 0;
         goto done;
     }
-    /* What the model will train with: the options given, or a resumed checkpoint's. */
-    printf("optimizer: %s lr %g",
-           opt.kind == CLCNN_OPTIMIZER_SGD    ? "SGD"
-           : opt.kind == CLCNN_OPTIMIZER_ADAM ? "Adam"
-                                              : "AdamW",
-           opt.lr);
-    if (opt.kind == CLCNN_OPTIMIZER_SGD && opt.momentum > 0)
-        printf(" momentum %g%s", opt.momentum, opt.nesterov ? " (Nesterov)" : "");
-    if (opt.kind != CLCNN_OPTIMIZER_SGD &&
-        (opt.beta1 != 0.9 || opt.beta2 != 0.999 || opt.eps != 1e-8))
-        printf(" betas %g,%g eps %g", opt.beta1, opt.beta2, opt.eps);
-    if (opt.weight_decay > 0) printf(" weight decay %g", opt.weight_decay);
-    printf(", batch %ld, %ld epoch%s, seed %" PRIu64 "%s\n", o.batch_size, o.epochs,
-           o.epochs == 1 ? "" : "s", ck.seed, o.no_shuffle ? ", no shuffle" : "");
+    if (o.plan) {
+        rc = print_plan(r.model, (int)o.batch_size);
+        goto done;
+    }
+    print_settings(&o, &opt, ck.seed);
     if (!o.no_tensorboard) {
         if (clcnn_summary_writer_open(&r.tb, o.logdir)) {
             say("--logdir: %s", clcnn_summary_writer_errmsg(r.tb));

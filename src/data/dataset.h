@@ -23,36 +23,24 @@ typedef struct clcnn_host_dataset {
 /* Frees both arrays and zeroes *d. Safe on a zeroed struct, on NULL, and twice. */
 void clcnn_host_dataset_free(clcnn_host_dataset *d);
 
-typedef enum clcnn_data_format {
-    CLCNN_DATA_AUTO = 0,
-    CLCNN_DATA_CIFAR10,
-    CLCNN_DATA_MNIST,
-    CLCNN_DATA_FASHION_MNIST
-} clcnn_data_format;
-
-/* Parses "cifar10" | "mnist" | "fashion-mnist" (case-insensitive; also "auto", "cifar-10",
- * "fashion_mnist"). Returns -1 when the name is unknown or NULL. */
-int clcnn_data_format_parse(const char *name);
-
-/* The canonical name of a format ("cifar10", "mnist", "fashion-mnist", "auto"); "unknown" for
- * a value outside the enum. Never NULL. */
-const char *clcnn_data_format_name(clcnn_data_format f);
+/* The formats are the public clcnn_dataset_format; clcnn_dataset_format_parse and
+ * clcnn_dataset_format_name (include/clcnn.h) are defined in detect.c. */
 
 /* Detects the format of a directory from the files it holds. CIFAR-10 is recognised by
  * data_batch_1.bin or test_batch.bin, in dir or in dir/cifar-10-batches-bin/; IDX by
  * {train,t10k}-images-idx3-ubyte[.gz]. MNIST and Fashion-MNIST cannot be told apart by content,
- * so IDX is reported as CLCNN_DATA_FASHION_MNIST when the path (as given or resolved) contains
- * "fashion" in any case, else CLCNN_DATA_MNIST; both load identically. A missing or
+ * so IDX is reported as CLCNN_DATASET_FASHION_MNIST when the path (as given or resolved) contains
+ * "fashion" in any case, else CLCNN_DATASET_MNIST; both load identically. A missing or
  * non-directory path is CLCNN_ERR_IO; a directory holding neither format, or both, is
  * CLCNN_ERR_FORMAT with a message listing the files expected. */
-clcnn_status clcnn_data_detect(const char *dir, clcnn_data_format *out, clcnn_error *e);
+clcnn_status clcnn_data_detect(const char *dir, clcnn_dataset_format *out, clcnn_error *e);
 
 /* Loads the training split (train=1) or the test split (train=0) of dir in the given format
- * (CLCNN_DATA_AUTO: detect it first). *out is overwritten, so it must not hold a dataset; on
+ * (CLCNN_DATASET_AUTO: detect it first). *out is overwritten, so it must not hold a dataset; on
  * failure it is left zeroed. CIFAR-10 training reads data_batch_1.bin and then every following
  * data_batch_<k>.bin up to 5 that exists, stopping at the first gap; data_batch_1.bin itself
  * must exist. */
-clcnn_status clcnn_data_load(const char *dir, clcnn_data_format fmt, int train,
+clcnn_status clcnn_data_load(const char *dir, clcnn_dataset_format fmt, int train,
                              clcnn_host_dataset *out, clcnn_error *e);
 
 /* Parses one CIFAR-10 .bin held in memory (records of 1 label byte + 3072 pixel bytes: 1024 R,

@@ -46,17 +46,17 @@ static int contains_nocase(const char *hay, const char *needle) {
     return 0;
 }
 
-int clcnn_data_format_parse(const char *name) {
+int clcnn_dataset_format_parse(const char *name) {
     static const struct {
         const char *name;
-        clcnn_data_format f;
+        clcnn_dataset_format f;
     } names[] = {
-        {"auto", CLCNN_DATA_AUTO},
-        {"cifar10", CLCNN_DATA_CIFAR10},
-        {"cifar-10", CLCNN_DATA_CIFAR10},
-        {"mnist", CLCNN_DATA_MNIST},
-        {"fashion-mnist", CLCNN_DATA_FASHION_MNIST},
-        {"fashion_mnist", CLCNN_DATA_FASHION_MNIST},
+        {"auto", CLCNN_DATASET_AUTO},
+        {"cifar10", CLCNN_DATASET_CIFAR10},
+        {"cifar-10", CLCNN_DATASET_CIFAR10},
+        {"mnist", CLCNN_DATASET_MNIST},
+        {"fashion-mnist", CLCNN_DATASET_FASHION_MNIST},
+        {"fashion_mnist", CLCNN_DATASET_FASHION_MNIST},
     };
     if (!name) return -1;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -64,12 +64,12 @@ int clcnn_data_format_parse(const char *name) {
     return -1;
 }
 
-const char *clcnn_data_format_name(clcnn_data_format f) {
-    switch (f) {
-    case CLCNN_DATA_AUTO: return "auto";
-    case CLCNN_DATA_CIFAR10: return "cifar10";
-    case CLCNN_DATA_MNIST: return "mnist";
-    case CLCNN_DATA_FASHION_MNIST: return "fashion-mnist";
+const char *clcnn_dataset_format_name(clcnn_dataset_format format) {
+    switch (format) {
+    case CLCNN_DATASET_AUTO: return "auto";
+    case CLCNN_DATASET_CIFAR10: return "cifar10";
+    case CLCNN_DATASET_MNIST: return "mnist";
+    case CLCNN_DATASET_FASHION_MNIST: return "fashion-mnist";
     }
     return "unknown";
 }
@@ -213,6 +213,38 @@ static size_t initial_capacity(const uint8_t *src, size_t src_size, size_t max_s
     return hint < 4096 ? 4096 : hint;
 }
 
+/* What inflate's return code ret means once its output is counted (len bytes so far, in_pos
+ * bytes of src handed to zlib): CLCNN_SUCCESS to go on, with *end set after the last gzip
+ * member, or the failure. */
+static clcnn_status after_inflate(z_stream *zs, int ret, const char *path, size_t src_size,
+                                  size_t in_pos, size_t len, int *end, clcnn_error *e) {
+    if (ret == Z_STREAM_END) {
+        size_t left = zs->avail_in + (src_size - in_pos);
+        if (left == 0) {
+            *end = 1;
+            return CLCNN_SUCCESS;
+        }
+        /* gzip(1) joins concatenated members; anything else after the end is damage. */
+        /* next_in points into src, which is contiguous past the current chunk. */
+        if (left >= 2 && zs->next_in[0] == 0x1f && zs->next_in[1] == 0x8b) {
+            inflateReset(zs);
+            return CLCNN_SUCCESS;
+        }
+        return clcnn_fail(e, CLCNN_ERR_FORMAT,
+                          "%s: %zu bytes of trailing garbage after the gzip stream", path, left);
+    }
+    if (ret == Z_OK || (ret == Z_BUF_ERROR && zs->avail_out == 0)) return CLCNN_SUCCESS;
+    if (ret == Z_BUF_ERROR && zs->avail_in == 0 && in_pos == src_size)
+        return clcnn_fail(e, CLCNN_ERR_FORMAT,
+                          "%s: truncated gzip stream (ends after %zu compressed bytes, %zu "
+                          "decompressed)",
+                          path, src_size, len);
+    if (ret == Z_MEM_ERROR)
+        return clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "%s: zlib ran out of memory", path);
+    return clcnn_fail(e, CLCNN_ERR_FORMAT, "%s: corrupt gzip stream: %s", path,
+                      zs->msg ? zs->msg : zError(ret));
+}
+
 static clcnn_status gunzip(const char *path, const uint8_t *src, size_t src_size, size_t max_size,
                            uint8_t **buf, size_t *size, clcnn_error *e) {
     clcnn_status st = CLCNN_SUCCESS;
@@ -242,7 +274,7 @@ static clcnn_status gunzip(const char *path, const uint8_t *src, size_t src_size
         goto fail;
     }
     zinit = 1;
-    for (;;) {
+    for (int end = 0; !end;) {
         size_t room;
         /* zlib counts in uInt; feed and drain in pieces so no size is truncated. */
         if (zs.avail_in == 0 && in_pos < src_size) {
@@ -261,34 +293,8 @@ static clcnn_status gunzip(const char *path, const uint8_t *src, size_t src_size
             st = grow(&dst, &cap, max_size, path, e); /* reports the limit */
             goto fail;
         }
-        if (ret == Z_STREAM_END) {
-            size_t left = zs.avail_in + (src_size - in_pos);
-            if (left == 0) break;
-            /* gzip(1) joins concatenated members; anything else after the end is damage. */
-            /* next_in points into src, which is contiguous past the current chunk. */
-            if (left >= 2 && zs.next_in[0] == 0x1f && zs.next_in[1] == 0x8b) {
-                inflateReset(&zs);
-                continue;
-            }
-            st = clcnn_fail(e, CLCNN_ERR_FORMAT,
-                            "%s: %zu bytes of trailing garbage after the gzip stream", path, left);
-            goto fail;
-        }
-        if (ret == Z_OK || (ret == Z_BUF_ERROR && zs.avail_out == 0)) continue;
-        if (ret == Z_BUF_ERROR && zs.avail_in == 0 && in_pos == src_size) {
-            st = clcnn_fail(e, CLCNN_ERR_FORMAT,
-                            "%s: truncated gzip stream (ends after %zu compressed bytes, %zu "
-                            "decompressed)",
-                            path, src_size, len);
-            goto fail;
-        }
-        if (ret == Z_MEM_ERROR) {
-            st = clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "%s: zlib ran out of memory", path);
-            goto fail;
-        }
-        st = clcnn_fail(e, CLCNN_ERR_FORMAT, "%s: corrupt gzip stream: %s", path,
-                        zs.msg ? zs.msg : zError(ret));
-        goto fail;
+        st = after_inflate(&zs, ret, path, src_size, in_pos, len, &end, e);
+        if (st != CLCNN_SUCCESS) goto fail;
     }
     inflateEnd(&zs);
     *buf = dst;
@@ -353,7 +359,7 @@ static clcnn_status check_dir(const char *dir, clcnn_error *e) {
     return CLCNN_SUCCESS;
 }
 
-clcnn_status clcnn_data_detect(const char *dir, clcnn_data_format *out, clcnn_error *e) {
+clcnn_status clcnn_data_detect(const char *dir, clcnn_dataset_format *out, clcnn_error *e) {
     clcnn_status st;
     int cifar, idx;
     if (!dir || !out)
@@ -366,9 +372,9 @@ clcnn_status clcnn_data_detect(const char *dir, clcnn_data_format *out, clcnn_er
         return clcnn_fail(e, CLCNN_ERR_FORMAT,
                           "%s: holds both CIFAR-10 and IDX (MNIST) files; name the format", dir);
     if (cifar) {
-        *out = CLCNN_DATA_CIFAR10;
+        *out = CLCNN_DATASET_CIFAR10;
     } else if (idx) {
-        *out = path_says_fashion(dir) ? CLCNN_DATA_FASHION_MNIST : CLCNN_DATA_MNIST;
+        *out = path_says_fashion(dir) ? CLCNN_DATASET_FASHION_MNIST : CLCNN_DATASET_MNIST;
     } else {
         return clcnn_fail(e, CLCNN_ERR_FORMAT,
                           "%s: no dataset found; expected CIFAR-10 binary (data_batch_1.bin.."
@@ -381,21 +387,21 @@ clcnn_status clcnn_data_detect(const char *dir, clcnn_data_format *out, clcnn_er
     return CLCNN_SUCCESS;
 }
 
-clcnn_status clcnn_data_load(const char *dir, clcnn_data_format fmt, int train,
+clcnn_status clcnn_data_load(const char *dir, clcnn_dataset_format fmt, int train,
                              clcnn_host_dataset *out, clcnn_error *e) {
     clcnn_status st;
     clcnn_host_dataset d = {0};
     if (!dir || !out) return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "data_load: NULL argument");
     memset(out, 0, sizeof *out);
-    if (fmt == CLCNN_DATA_AUTO)
+    if (fmt == CLCNN_DATASET_AUTO)
         st = clcnn_data_detect(dir, &fmt, e);
     else
         st = check_dir(dir, e);
     if (st != CLCNN_SUCCESS) goto fail;
     switch (fmt) {
-    case CLCNN_DATA_CIFAR10: st = clcnn_cifar10_load(dir, train, &d, e); break;
-    case CLCNN_DATA_MNIST:
-    case CLCNN_DATA_FASHION_MNIST: st = clcnn_idx_load(dir, train, &d, e); break;
+    case CLCNN_DATASET_CIFAR10: st = clcnn_cifar10_load(dir, train, &d, e); break;
+    case CLCNN_DATASET_MNIST:
+    case CLCNN_DATASET_FASHION_MNIST: st = clcnn_idx_load(dir, train, &d, e); break;
     default:
         st = clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "%s: unknown dataset format %d", dir,
                         (int)fmt);

@@ -1,73 +1,99 @@
-/* Conv2d host side: im2col + GEMM + scatter forward; gather + two GEMMs + col2im backward. */
-#include "layers.h"
+/* Conv2d (nn.Conv2d, zero padding, no dilation or groups): weight (OC, C, K, K), bias (OC).
+ * Its algorithms (cl/conv2d.cl), chosen by the plan:
+ * - forward: `direct` (stride 1: a padded copy of the input, one launch for the batch),
+ *   `direct+pool` (the same with a following MaxPool2d(2) in its store: a fused node), or
+ *   `im2col` (im2col + GEMM + scatter, in chunks of images);
+ * - weight gradient: `wgrad-rows` (gy as pixel rows, an implicit GEMM against the padded
+ *   input), `wgrad-lanes` (gy read in place, reduced across lanes), `wgrad-tuned` (either,
+ *   timed once) or `im2col` (gather + GEMM);
+ * - input gradient: `flip-direct` / `flip-im2col` (stride 1, pad <= K-1: a convolution of gy
+ *   with the flipped weights, direct or through im2col) or `col2im` (GEMM + col2im). */
+#include "layer.h"
 
 #include "gemm.h"
 #include "tune.h"
 
-int clcnn_conv2d_chunk(const clcnn_conv2d_shape *s, const clcnn_workspace *ws) {
-    size_t ohw = (size_t)s->OH * (size_t)s->OW;
-    size_t per_col = ohw * (size_t)s->C * (size_t)s->K * (size_t)s->K;
-    size_t per_rows = ohw * (size_t)s->OC;
-    size_t a = per_col ? ws->col_cap / per_col : 1, b = per_rows ? ws->rows_cap / per_rows : 1;
-    size_t c = a < b ? a : b;
-    return c > 1 << 20 ? 1 << 20 : (int)c;
+/* Scratch budget for the im2col matrix: bigger batches run in chunks. A layer whose
+ * whole-batch im2col fits KEEP_FLOATS keeps its own copy from the forward for the backward,
+ * which saves building it twice per step. */
+enum { WORKSPACE_FLOATS = 16 << 20, KEEP_FLOATS = 64 << 20 };
+
+/* Spec syntax (docs/MODEL_SPEC.md) */
+
+static clcnn_status conv2d_finish(const clcnn_spec_parser *p, const clcnn_layer_args *a,
+                                  clcnn_layer_desc *d) {
+    (void)p;
+    d->out = a->val[CLCNN_SLOT_OUT];
+    d->kernel = a->val[CLCNN_SLOT_KERNEL];
+    d->stride = clcnn_layer_arg(a, CLCNN_SLOT_STRIDE, 1);
+    d->pad = clcnn_layer_arg(a, CLCNN_SLOT_PAD, 0);
+    d->bias = clcnn_layer_arg(a, CLCNN_SLOT_BIAS, 1);
+    return CLCNN_SUCCESS;
 }
 
-int clcnn_conv2d_grad_input_shape(const clcnn_conv2d_shape *s, clcnn_conv2d_shape *g) {
+static void conv2d_format(const clcnn_layer_desc *d, clcnn_spec_buf *b) {
+    clcnn_spec_append(b, "conv(%d,%d,stride=%d,pad=%d%s)", d->out, d->kernel, d->stride, d->pad,
+                      d->bias ? "" : ",bias=0");
+}
+
+const clcnn_layer_syntax clcnn_conv2d_syntax = {
+    .name = "conv",
+    .aliases = {"conv2d"},
+    .torch_name = "Conv2d",
+    .pos = {CLCNN_SLOT_OUT, CLCNN_SLOT_KERNEL, CLCNN_SLOT_STRIDE, CLCNN_SLOT_PAD},
+    .npos = 4,
+    .nreq = 2,
+    .kw = CLCNN_SLOT_BIT(CLCNN_SLOT_STRIDE) | CLCNN_SLOT_BIT(CLCNN_SLOT_PAD) |
+          CLCNN_SLOT_BIT(CLCNN_SLOT_BIAS),
+    .finish = conv2d_finish,
+    .format = conv2d_format,
+};
+
+static clcnn_status conv_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
+                               const char *where) {
+    const clcnn_layer_desc *d = &n->d;
+    clcnn_status st = clcnn_window_shape(n, e, where);
+    if (st) return st;
+    int64_t ws[4] = {d->out, n->x.c, d->kernel, d->kernel}, bs[1] = {d->out};
+    if (clcnn_params_add(pl, n->layer, "weight", 4, ws) < 0 ||
+        (d->bias && clcnn_params_add(pl, n->layer, "bias", 1, bs) < 0))
+        return clcnn_fail(e, CLCNN_ERR_SHAPE, "%s: too many parameter tensors", where);
+    n->conv = (clcnn_conv2d_shape){n->x.c, n->x.h,     n->x.w, d->out, d->kernel,
+                                   d->stride, d->pad,    n->y.h, n->y.w, d->bias};
+    n->y.c = d->out;
+    n->flops = 2.0 * d->out * n->y.h * n->y.w * n->x.c * d->kernel * d->kernel;
+    return CLCNN_SUCCESS;
+}
+
+/* The convolution whose forward pass computes this layer's input gradient, when the layer has
+ * stride 1 and pad <= K-1: channels swapped, weights flipped, padding K-1-pad. */
+static int grad_input_shape(const clcnn_conv2d_shape *s, clcnn_conv2d_shape *g) {
     if (s->stride != 1 || s->pad > s->K - 1) return 0;
     *g = (clcnn_conv2d_shape){s->OC, s->OH, s->OW, s->C, s->K, 1, s->K - 1 - s->pad, s->H, s->W, 0};
     return 1;
 }
 
-void clcnn_conv2d_scratch(const clcnn_conv2d_shape *s, int chunk, size_t *col, size_t *rows) {
-    size_t ohw = (size_t)s->OH * (size_t)s->OW;
-    *col = (size_t)chunk * ohw * (size_t)s->C * (size_t)s->K * (size_t)s->K;
-    *rows = (size_t)chunk * ohw * (size_t)s->OC;
-}
-
-size_t clcnn_conv2d_direct_scratch(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N) {
-    if (ctx->gemm_backend != CLCNN_GEMM_CPU || s->stride != 1) return 0;
+/* Floats of padded input the direct kernels need for N images of s. */
+static size_t direct_scratch(const clcnn_conv2d_shape *s, int N) {
     size_t hp = (size_t)s->H + 2 * (size_t)s->pad, wp = (size_t)s->W + 2 * (size_t)s->pad;
     /* Slack: the last tile's extra rows (up to 3) and lanes past the edge read beyond the data. */
     return (size_t)N * (size_t)s->C * hp * wp + 3 * wp + 32;
 }
 
-/* The direct weight gradient's split: gy as pixel rows of OCp channels, the batch cut into S
- * slices of nb images whose rows (about WGRAD_SLICE_FLOATS) stay in cache while every tap tile
- * passes over them. */
-enum { WGRAD_SLICE_FLOATS = 1 << 17 };
-/* The row GEMM pays for a transpose of gy, as many bytes as the kernel reads; with few taps
- * (the seed's first layer has 75) that is the larger cost, and conv_wgrad_s1, which reads gy
- * in place and reduces across lanes, wins (measured on PoCL: 2.3 ms against 3.2 ms per step
- * for the seed's conv0, 3.3 against 5.9 ms for its 800-tap conv2). */
-enum { WGRAD_ROWS_MIN_TAPS = 128 };
-typedef struct wgrad_plan {
-    int ocp, nb, S;
-    size_t rows, part; /* floats of ws->rows and ws->col needed */
-} wgrad_plan;
-
-/* The row GEMM's plan; all zero when the rule rules it out (tuned: never, it is a candidate). */
-static wgrad_plan plan_wgrad(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N,
-                             int pooled) {
-    wgrad_plan p = {0, 0, 0, 0, 0};
-    /* After a fused pool the rows come without a transpose: always the row GEMM. */
-    if (!ctx->autotune && !pooled && s->C * s->K * s->K < WGRAD_ROWS_MIN_TAPS) return p;
-    size_t per = (size_t)s->OH * (size_t)s->OW * (size_t)((s->OC + 31) / 32 * 32);
-    size_t nb = WGRAD_SLICE_FLOATS / (per ? per : 1);
-    p.ocp = (s->OC + 31) / 32 * 32;
-    p.nb = nb < 1 ? 1 : nb > (size_t)N ? N : (int)nb;
-    p.S = N > 0 ? (N + p.nb - 1) / p.nb : 1;
-    p.rows = (size_t)N * per;
-    p.part = p.S > 1 ? (size_t)p.S * (size_t)s->OC * (size_t)s->C * (size_t)s->K * (size_t)s->K : 0;
-    return p;
+/* Floats of im2col matrix and GEMM rows per image. */
+static void per_image(const clcnn_conv2d_shape *s, size_t *col, size_t *rows) {
+    size_t ohw = (size_t)s->OH * (size_t)s->OW;
+    *col = ohw * (size_t)s->C * (size_t)s->K * (size_t)s->K;
+    *rows = ohw * (size_t)s->OC;
 }
 
-void clcnn_conv2d_wgrad_scratch(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N,
-                                int pooled, size_t *rows, size_t *col) {
-    *rows = *col = 0;
-    if (!clcnn_conv2d_direct_scratch(ctx, s, N)) return;
-    wgrad_plan p = plan_wgrad(ctx, s, N, pooled);
-    *rows = p.rows, *col = p.part;
+/* Images per im2col chunk given the allocated scratch (not capped at the batch). */
+static int chunk_of(const clcnn_conv2d_shape *s, const clcnn_io *io) {
+    size_t per_col, per_rows;
+    per_image(s, &per_col, &per_rows);
+    size_t a = per_col ? io->ws.col / per_col : 1, b = per_rows ? io->ws.rows / per_rows : 1;
+    size_t c = a < b ? a : b;
+    return c > 1 << 20 ? 1 << 20 : (int)c;
 }
 
 /* The direct stride-1 convolution: pad the input once, then one launch for the batch. */
@@ -75,8 +101,8 @@ static clcnn_status conv_direct(clcnn_context *ctx, cl_mem xp, int padded,
                                 const clcnn_conv2d_shape *s, cl_mem y, int yoff, cl_mem x, int xoff,
                                 cl_mem params, int woff, int boff, int N, cl_mem argmax) {
     int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad, nc = N * s->C;
-    clcnn_kern *pad = clcnn_kernel_must(ctx, "pad_input");
-    clcnn_kern *k = clcnn_kernel_must(ctx, "conv_direct_s1");
+    clcnn_kern *pad = clcnn_kernel(ctx, CLCNN_K_pad_input);
+    clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_conv_direct_s1);
     clcnn_status st;
     if (padded) goto conv; /* xp already holds this x, padded (a kept forward input) */
     clcnn_args a = {pad->k, 0, CL_SUCCESS};
@@ -93,18 +119,10 @@ static clcnn_status conv_direct(clcnn_context *ctx, cl_mem xp, int padded,
     /* Zero the slack past the data too: the kernels read it in lanes they do not store, but
      * the weight gradient multiplies those lanes by zeros, and 0 * NaN (left-over bytes) would
      * poison the sum. */
-    clcnn_kern *fill = clcnn_kernel_must(ctx, "fill_f32");
-    int slack_off = nc * hp * wp, slack = 3 * wp + 32;
-    float zero = 0.0f;
-    clcnn_args z = {fill->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&z, xp);
-    CLCNN_ARG(&z, slack_off);
-    CLCNN_ARG(&z, slack);
-    CLCNN_ARG(&z, zero);
-    if ((st = clcnn_launch1d(ctx, fill, &z, (size_t)slack))) return st;
+    if ((st = clcnn_fill(ctx, xp, nc * hp * wp, 3 * wp + 32, 0.0f))) return st;
 conv:
     if (!y) return CLCNN_SUCCESS; /* padding only (the weight gradient's input) */
-    if (s->OW == 8) k = clcnn_kernel_must(ctx, "conv_direct_s1_w8");
+    if (s->OW == 8) k = clcnn_kernel(ctx, CLCNN_K_conv_direct_s1_w8);
     clcnn_args b = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&b, y);
     CLCNN_ARG(&b, yoff);
@@ -130,17 +148,9 @@ conv:
     return clcnn_launch_single(ctx, k, &b, 3, global);
 }
 
-/* Whether this layer's forward takes the direct path (the backward must know it: the direct
- * forward leaves no im2col matrix behind). */
-static int use_direct(const clcnn_context *ctx, const clcnn_workspace *ws,
-                      const clcnn_conv2d_shape *s, int N) {
-    size_t need = clcnn_conv2d_direct_scratch(ctx, s, N);
-    return need && ws->xpad && ws->xpad_cap >= need;
-}
-
 static clcnn_status im2col(clcnn_context *ctx, const clcnn_conv2d_shape *s, cl_mem col, cl_mem x,
                            int xoff, int n0, int nimg) {
-    clcnn_kern *k = clcnn_kernel_must(ctx, "im2col");
+    clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_im2col);
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, col);
     CLCNN_ARG(&a, x);
@@ -158,59 +168,36 @@ static clcnn_status im2col(clcnn_context *ctx, const clcnn_conv2d_shape *s, cl_m
     return clcnn_launch1d(ctx, k, &a, (size_t)nimg * s->OH * s->OW);
 }
 
-clcnn_status clcnn_conv2d_forward(clcnn_context *ctx, clcnn_workspace *ws,
-                                  const clcnn_conv2d_shape *s, cl_mem y, int yoff, cl_mem x,
-                                  int xoff, cl_mem params, int woff, int boff, int N,
-                                  cl_mem keep_col, cl_mem keep_pad) {
-    int chunk = keep_col ? N : clcnn_conv2d_chunk(s, ws), ohw = s->OH * s->OW;
-    int ckk = s->C * s->K * s->K;
-    cl_mem col = keep_col ? keep_col : ws->col;
-    if (use_direct(ctx, ws, s, N))
-        return conv_direct(ctx, keep_pad ? keep_pad : ws->xpad, 0, s, y, yoff, x, xoff, params,
-                           woff, boff, N, NULL);
-    CLCNN_ASSERT(chunk > 0); /* callers size the workspace for at least one image */
-    clcnn_kern *scatter = clcnn_kernel_must(ctx, "rows_to_nchw_bias");
-    clcnn_status st;
-    for (int n0 = 0; n0 < N; n0 += chunk) {
-        int nimg = N - n0 < chunk ? N - n0 : chunk;
-        if ((st = im2col(ctx, s, col, x, xoff, n0, nimg))) return st;
-        /* rows[nimg*OHW, OC] = col[nimg*OHW, CKK] . w[OC, CKK]^T */
-        st = clcnn_gemm(ctx, 0, 1, nimg * ohw, s->OC, ckk, 1.0f, col, 0, ckk, params, (size_t)woff,
-                        ckk, 0.0f, ws->rows, 0, s->OC);
-        if (st) return st;
-        clcnn_args a = {scatter->k, 0, CL_SUCCESS};
-        CLCNN_ARG(&a, y);
-        CLCNN_ARG(&a, yoff);
-        CLCNN_ARG(&a, ws->rows);
-        CLCNN_ARG(&a, params);
-        CLCNN_ARG(&a, boff);
-        CLCNN_ARG(&a, s->bias);
-        CLCNN_ARG(&a, n0);
-        CLCNN_ARG(&a, nimg);
-        CLCNN_ARG(&a, s->OC);
-        CLCNN_ARG(&a, ohw);
-        if ((st = clcnn_launch1d(ctx, scatter, &a, (size_t)nimg * s->OC * ohw))) return st;
-    }
-    return CLCNN_SUCCESS;
-}
+/* The direct weight gradient's split: gy as pixel rows of OCp channels, the batch cut into S
+ * slices of nb images whose rows (about WGRAD_SLICE_FLOATS) stay in cache while every tap tile
+ * passes over them. */
+enum { WGRAD_SLICE_FLOATS = 1 << 17 };
+/* The row GEMM pays for a transpose of gy, as many bytes as the kernel reads; with few taps
+ * (the seed's first layer has 75) that is the larger cost, and conv_wgrad_s1, which reads gy
+ * in place and reduces across lanes, wins (measured on PoCL: 2.3 ms against 3.2 ms per step
+ * for the seed's conv0, 3.3 against 5.9 ms for its 800-tap conv2). */
+enum { WGRAD_ROWS_MIN_TAPS = 128 };
+typedef struct wgrad_plan {
+    int ocp, nb, S;
+    size_t rows, part; /* floats of ws->rows and ws->col needed */
+} wgrad_plan;
 
-int clcnn_conv2d_can_pool(const clcnn_context *ctx, const clcnn_workspace *ws,
-                          const clcnn_conv2d_shape *s, int N) {
-    return use_direct(ctx, ws, s, N);
-}
-
-clcnn_status clcnn_conv2d_forward_pool(clcnn_context *ctx, clcnn_workspace *ws,
-                                       const clcnn_conv2d_shape *s, cl_mem y, int yoff,
-                                       cl_mem argmax, cl_mem x, int xoff, cl_mem params, int woff,
-                                       int boff, int N, cl_mem keep) {
-    CLCNN_ASSERT(use_direct(ctx, ws, s, N) && argmax);
-    return conv_direct(ctx, keep ? keep : ws->xpad, 0, s, y, yoff, x, xoff, params, woff, boff, N,
-                       argmax);
+/* The row GEMM's split of a batch of N. */
+static wgrad_plan plan_wgrad(const clcnn_conv2d_shape *s, int N) {
+    wgrad_plan p = {0, 0, 0, 0, 0};
+    size_t per = (size_t)s->OH * (size_t)s->OW * (size_t)((s->OC + 31) / 32 * 32);
+    size_t nb = WGRAD_SLICE_FLOATS / (per ? per : 1);
+    p.ocp = (s->OC + 31) / 32 * 32;
+    p.nb = nb < 1 ? 1 : nb > (size_t)N ? N : (int)nb;
+    p.S = N > 0 ? (N + p.nb - 1) / p.nb : 1;
+    p.rows = (size_t)N * per;
+    p.part = p.S > 1 ? (size_t)p.S * (size_t)s->OC * (size_t)s->C * (size_t)s->K * (size_t)s->K : 0;
+    return p;
 }
 
 /* The direct weight gradient's operands, for its two kernels and the autotuner. */
 typedef struct wgrad_args {
-    clcnn_workspace *ws;
+    const clcnn_io *io;
     const clcnn_conv2d_shape *s;
     wgrad_plan plan;
     cl_mem grads, gy, x, params;
@@ -235,15 +222,15 @@ static void wgrad_shape_args(clcnn_args *a, const clcnn_conv2d_shape *s) {
 /* Pixel-row GEMM: gy to pixel rows, then an implicit GEMM against the padded input, per
  * slice of the batch, and the slices' sum. */
 static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
-    clcnn_workspace *ws = w->ws;
+    const clcnn_io *ws = w->io;
     const clcnn_conv2d_shape *s = w->s;
     wgrad_plan plan = w->plan;
     cl_mem grads = w->grads, gy = w->gy, x = w->x, params = w->params;
     int woff = w->woff, boff = w->boff, gyoff = w->gyoff, xoff = w->xoff, N = w->N;
     int ohw = s->OH * s->OW, ckk = s->C * s->K * s->K;
     clcnn_status st;
-    clcnn_kern *tr = clcnn_kernel_must(ctx, "gy_to_rows_pad");
-    clcnn_kern *k = clcnn_kernel_must(ctx, "conv_wgrad_rows");
+    clcnn_kern *tr = clcnn_kernel(ctx, CLCNN_K_gy_to_rows_pad);
+    clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_conv_wgrad_rows);
     st = conv_direct(ctx, w->xp, w->padded, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
     if (st) return st;
     clcnn_args t = {tr->k, 0, CL_SUCCESS};
@@ -270,7 +257,7 @@ static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
     size_t global[3] = {(size_t)(ckk + 7) / 8, (size_t)plan.ocp / 32, (size_t)plan.S};
     if ((st = clcnn_launch_single(ctx, k, &a, 3, global))) return st;
     if (plan.S > 1) {
-        clcnn_kern *r = clcnn_kernel_must(ctx, "gemm_reduce");
+        clcnn_kern *r = clcnn_kernel(ctx, CLCNN_K_gemm_reduce);
         float alpha = 1.0f, beta = 0.0f;
         clcnn_args b = {r->k, 0, CL_SUCCESS};
         CLCNN_ARG(&b, grads);
@@ -294,7 +281,7 @@ static clcnn_status wgrad_lanes(clcnn_context *ctx, const wgrad_args *w) {
     int woff = w->woff, boff = w->boff, gyoff = w->gyoff, xoff = w->xoff, N = w->N;
     int ckk = s->C * s->K * s->K;
     clcnn_status st;
-    clcnn_kern *k = clcnn_kernel_must(ctx, "conv_wgrad_s1");
+    clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_conv_wgrad_s1);
     st = conv_direct(ctx, w->xp, w->padded, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
     if (st) return st;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
@@ -313,120 +300,242 @@ static clcnn_status wgrad_run(clcnn_context *ctx, int c, void *arg) {
     return c == 1 ? wgrad_rows(ctx, arg) : wgrad_lanes(ctx, arg);
 }
 
-clcnn_status clcnn_bias_grad(clcnn_context *ctx, cl_mem grads, int boff, cl_mem g, int goff, int N,
-                             int OC, int hw) {
-    clcnn_kern *kb = clcnn_kernel_must(ctx, "bias_grad");
-    int acc = 0;
-    clcnn_args a = {kb->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, grads);
-    CLCNN_ARG(&a, boff);
-    CLCNN_ARG(&a, g);
-    CLCNN_ARG(&a, goff);
-    CLCNN_ARG(&a, N);
-    CLCNN_ARG(&a, OC);
-    CLCNN_ARG(&a, hw);
-    CLCNN_ARG(&a, acc);
-    return clcnn_launch_items(ctx, kb, &a, (size_t)OC);
+
+static int has(const clcnn_algo *list, int n, clcnn_algo a) {
+    for (int i = 0; i < n; i++)
+        if (list[i] == a) return 1;
+    return 0;
+}
+
+/* Forward: direct (stride 1) or im2col. Weight gradient: rows, lanes (stride 1) or im2col.
+ * Input gradient: the flipped convolution (stride 1, pad <= K-1), direct or im2col, or
+ * col2im. A fused node's backward is fixed: wgrad-rows and flip-direct. */
+static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
+    const clcnn_conv2d_shape *s = &n->conv;
+    clcnn_conv2d_shape g;
+    int k = 0, s1 = s->stride == 1;
+    (void)ctx;
+    if (pass == CLCNN_PASS_FORWARD) {
+        if (n->n_layers == 2) return out[0] = CLCNN_ALGO_DIRECT_POOL, 1;
+        if (s1) out[k++] = CLCNN_ALGO_DIRECT;
+        out[k++] = CLCNN_ALGO_IM2COL;
+    } else if (pass == CLCNN_PASS_WGRAD) {
+        if (n->n_layers == 2) return out[0] = CLCNN_ALGO_WGRAD_ROWS, 1;
+        if (s1) out[k++] = CLCNN_ALGO_WGRAD_ROWS, out[k++] = CLCNN_ALGO_WGRAD_LANES;
+        if (s1 && clcnn_tune_enabled(ctx)) out[k++] = CLCNN_ALGO_WGRAD_TUNED;
+        out[k++] = CLCNN_ALGO_IM2COL;
+    } else if (n->need_gx) {
+        if (n->n_layers == 2) return out[0] = CLCNN_ALGO_FLIP_DIRECT, 1;
+        if (grad_input_shape(s, &g)) out[k++] = CLCNN_ALGO_FLIP_DIRECT;
+        if (grad_input_shape(s, &g)) out[k++] = CLCNN_ALGO_FLIP_IM2COL;
+        out[k++] = CLCNN_ALGO_COL2IM;
+    }
+    return k;
+}
+
+/* The rules: the direct kernels where the device takes the CPU-shaped GEMM (they are written
+ * for CPU devices) or CLCNN_CONV_ALGO=direct asks, im2col elsewhere. On the direct path the
+ * weight gradient reads gy in place below WGRAD_ROWS_MIN_TAPS taps and takes the row GEMM
+ * above (or the autotuner times both); the input gradient is the flipped convolution by the
+ * forward's algorithm where the shape allows one, else col2im. */
+static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *f) {
+    clcnn_algo a[4];
+    if (n->n_layers == 2) { /* fused: one algorithm per pass */
+        clcnn_plan_rules_one(ctx, n, f);
+        return;
+    }
+    int na = conv_algos(ctx, n, CLCNN_PASS_FORWARD, a), taps = n->conv.C * n->conv.K * n->conv.K;
+    int direct = ctx->conv_algo == CLCNN_CONV_ALGO_DIRECT ||
+                 (ctx->conv_algo != CLCNN_CONV_ALGO_IM2COL && clcnn_gemm_kind(ctx) == CLCNN_GEMM_CPU);
+    if (f && has(a, na, f->algo[CLCNN_PASS_FORWARD])) direct = f->algo[0] != CLCNN_ALGO_IM2COL;
+    direct = direct && has(a, na, CLCNN_ALGO_DIRECT);
+    n->algo[CLCNN_PASS_FORWARD] = direct ? CLCNN_ALGO_DIRECT : CLCNN_ALGO_IM2COL;
+    n->algo[CLCNN_PASS_WGRAD] = !direct                  ? CLCNN_ALGO_IM2COL
+                                : clcnn_tune_enabled(ctx) ? CLCNN_ALGO_WGRAD_TUNED
+                                : taps < WGRAD_ROWS_MIN_TAPS ? CLCNN_ALGO_WGRAD_LANES
+                                                             : CLCNN_ALGO_WGRAD_ROWS;
+    na = conv_algos(ctx, n, CLCNN_PASS_WGRAD, a);
+    if (f && has(a, na, f->algo[CLCNN_PASS_WGRAD])) n->algo[1] = f->algo[CLCNN_PASS_WGRAD];
+    na = conv_algos(ctx, n, CLCNN_PASS_DGRAD, a);
+    n->algo[CLCNN_PASS_DGRAD] = na == 0                              ? CLCNN_ALGO_NONE
+                                : !has(a, na, CLCNN_ALGO_FLIP_DIRECT) ? CLCNN_ALGO_COL2IM
+                                : direct                              ? CLCNN_ALGO_FLIP_DIRECT
+                                                                      : CLCNN_ALGO_FLIP_IM2COL;
+    if (f && has(a, na, f->algo[CLCNN_PASS_DGRAD])) n->algo[2] = f->algo[CLCNN_PASS_DGRAD];
+}
+
+static int is_direct(clcnn_algo a) {
+    return a == CLCNN_ALGO_DIRECT || a == CLCNN_ALGO_DIRECT_POOL;
+}
+
+static int is_wgrad_direct(clcnn_algo a) {
+    return a == CLCNN_ALGO_WGRAD_ROWS || a == CLCNN_ALGO_WGRAD_LANES ||
+           a == CLCNN_ALGO_WGRAD_TUNED;
+}
+
+static void grow(size_t *cap, size_t need) {
+    if (need > *cap) *cap = need;
+}
+
+/* Images per im2col chunk of s (1..N), bounded by WORKSPACE_FLOATS. */
+static size_t plan_chunk(const clcnn_conv2d_shape *s, int N) {
+    size_t per_col, per_rows;
+    per_image(s, &per_col, &per_rows);
+    size_t chunk = WORKSPACE_FLOATS / (per_col ? per_col : 1);
+    return chunk < 1 ? 1 : chunk > (size_t)N ? (size_t)N : chunk;
+}
+
+static void grow_im2col(const clcnn_conv2d_shape *s, size_t chunk, clcnn_node_ws *ws) {
+    size_t per_col, per_rows;
+    per_image(s, &per_col, &per_rows);
+    grow(&ws->col, chunk * per_col);
+    grow(&ws->rows, chunk * per_rows);
+}
+
+static void conv_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
+                           clcnn_node_ws *ws) {
+    const clcnn_conv2d_shape *s = &n->conv;
+    clcnn_algo fwd = n->algo[0], wg = n->algo[1], dg = n->algo[2];
+    clcnn_conv2d_shape g;
+    (void)ctx;
+    size_t xp = is_direct(fwd) || is_wgrad_direct(wg) ? direct_scratch(s, N) : 0;
+    if (is_direct(fwd)) ws->keep_pad = xp;
+    grow(&ws->xpad, xp);
+    if ((dg == CLCNN_ALGO_FLIP_DIRECT || dg == CLCNN_ALGO_FLIP_IM2COL) &&
+        grad_input_shape(s, &g)) {
+        grow(&ws->wflip, (size_t)s->OC * s->C * s->K * s->K);
+        if (dg == CLCNN_ALGO_FLIP_DIRECT) grow(&ws->xpad, direct_scratch(&g, N));
+        if (dg == CLCNN_ALGO_FLIP_IM2COL) grow_im2col(&g, plan_chunk(&g, N), ws);
+    }
+    if (wg == CLCNN_ALGO_WGRAD_ROWS || wg == CLCNN_ALGO_WGRAD_TUNED) {
+        wgrad_plan p = plan_wgrad(s, N);
+        grow(&ws->rows, p.rows);
+        grow(&ws->col, p.part);
+    }
+    if (fwd == CLCNN_ALGO_DIRECT_POOL && n->need_gx)
+        ws->pre = (size_t)N * s->OC * s->OH * s->OW;
+    if (fwd == CLCNN_ALGO_DIRECT_POOL) ws->aux = (size_t)N * n->y.c * n->y.h * n->y.w;
+    if (fwd != CLCNN_ALGO_IM2COL && wg != CLCNN_ALGO_IM2COL && dg != CLCNN_ALGO_COL2IM) return;
+    size_t per_col, per_rows, chunk = plan_chunk(s, N);
+    per_image(s, &per_col, &per_rows);
+    if (fwd == CLCNN_ALGO_IM2COL && (size_t)N * per_col <= KEEP_FLOATS) {
+        ws->keep_col = (size_t)N * per_col;
+        chunk = (size_t)N; /* the whole batch at once: rows must hold it too */
+    }
+    grow_im2col(s, chunk, ws);
+}
+
+/* y (N, OC, OH, OW) = conv(x, w) + b by im2col + GEMM + scatter, in chunks; with keep_col the
+ * whole batch's im2col stays there for the backward. */
+static clcnn_status forward_im2col(const clcnn_io *io, const clcnn_conv2d_shape *s, cl_mem y,
+                                   cl_mem x, cl_mem params, int woff, int boff, cl_mem keep_col) {
+    clcnn_context *ctx = io->ctx;
+    int N = io->N, chunk = keep_col ? N : chunk_of(s, io), ohw = s->OH * s->OW;
+    int ckk = s->C * s->K * s->K, zero = 0;
+    cl_mem col = keep_col ? keep_col : io->col;
+    CLCNN_ASSERT(chunk > 0); /* the plan sizes the workspace for at least one image */
+    clcnn_kern *scatter = clcnn_kernel(ctx, CLCNN_K_rows_to_nchw_bias);
+    clcnn_status st;
+    for (int n0 = 0; n0 < N; n0 += chunk) {
+        int nimg = N - n0 < chunk ? N - n0 : chunk;
+        if ((st = im2col(ctx, s, col, x, zero, n0, nimg))) return st;
+        /* rows[nimg*OHW, OC] = col[nimg*OHW, CKK] . w[OC, CKK]^T */
+        st = clcnn_gemm(ctx, 0, 1, nimg * ohw, s->OC, ckk, 1.0f, col, 0, ckk, params, (size_t)woff,
+                        ckk, 0.0f, io->rows, 0, s->OC);
+        if (st) return st;
+        clcnn_args a = {scatter->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&a, y);
+        CLCNN_ARG(&a, zero);
+        CLCNN_ARG(&a, io->rows);
+        CLCNN_ARG(&a, params);
+        CLCNN_ARG(&a, boff);
+        CLCNN_ARG(&a, s->bias);
+        CLCNN_ARG(&a, n0);
+        CLCNN_ARG(&a, nimg);
+        CLCNN_ARG(&a, s->OC);
+        CLCNN_ARG(&a, ohw);
+        if ((st = clcnn_launch1d(ctx, scatter, &a, (size_t)nimg * s->OC * ohw))) return st;
+    }
+    return CLCNN_SUCCESS;
+}
+
+static clcnn_status conv_forward(const clcnn_node *n, const clcnn_io *io) {
+    const clcnn_conv2d_shape *s = &n->conv;
+    int boff = io->boff < 0 ? 0 : io->boff;
+    cl_mem xp = io->keep_pad ? io->keep_pad : io->xpad;
+    switch (n->algo[CLCNN_PASS_FORWARD]) {
+    case CLCNN_ALGO_DIRECT:
+        return conv_direct(io->ctx, xp, 0, s, io->y, 0, io->x[0], 0, io->params, io->woff, boff,
+                           io->N, NULL);
+    case CLCNN_ALGO_DIRECT_POOL:
+        return conv_direct(io->ctx, xp, 0, s, io->y, 0, io->x[0], 0, io->params, io->woff, boff,
+                           io->N, io->aux);
+    default:
+        return forward_im2col(io, s, io->y, io->x[0], io->params, io->woff, boff, io->keep_col);
+    }
 }
 
 /* The stride-1 input gradient as a convolution of gy with the flipped weights. */
-static clcnn_status input_grad_conv(clcnn_context *ctx, clcnn_workspace *ws,
-                                    const clcnn_conv2d_shape *s, cl_mem gx, int gxoff, cl_mem gy,
-                                    int gyoff, cl_mem params, int woff, int N) {
+static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_mem gy) {
+    const clcnn_conv2d_shape *s = &n->conv;
+    clcnn_context *ctx = io->ctx;
     clcnn_conv2d_shape g;
     clcnn_status st;
-    CLCNN_ASSERT(clcnn_conv2d_grad_input_shape(s, &g));
-    clcnn_kern *flip = clcnn_kernel_must(ctx, "flip_weights");
+    CLCNN_ASSERT(grad_input_shape(s, &g));
+    clcnn_kern *flip = clcnn_kernel(ctx, CLCNN_K_flip_weights);
     clcnn_args f = {flip->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&f, ws->wflip);
-    CLCNN_ARG(&f, params);
-    CLCNN_ARG(&f, woff);
+    CLCNN_ARG(&f, io->wflip);
+    CLCNN_ARG(&f, io->params);
+    CLCNN_ARG(&f, io->woff);
     CLCNN_ARG(&f, s->OC);
     CLCNN_ARG(&f, s->C);
     CLCNN_ARG(&f, s->K);
     if ((st = clcnn_launch1d(ctx, flip, &f, (size_t)s->OC * s->C))) return st;
-    return clcnn_conv2d_forward(ctx, ws, &g, gx, gxoff, gy, gyoff, ws->wflip, 0, 0, N, NULL, NULL);
+    if (n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_DIRECT)
+        return conv_direct(ctx, io->xpad, 0, &g, io->gx[0], 0, gy, 0, io->wflip, 0, 0, io->N,
+                           NULL);
+    return forward_im2col(io, &g, io->gx[0], gy, io->wflip, 0, 0, NULL);
 }
 
-clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
-                                   const clcnn_conv2d_shape *s, cl_mem gx, int gxoff, cl_mem grads,
-                                   int woff, int boff, cl_mem gy, int gyoff, cl_mem x, int xoff,
-                                   cl_mem params, int N, cl_mem keep_col, cl_mem keep_pad) {
-    int chunk = keep_col ? N : clcnn_conv2d_chunk(s, ws), ohw = s->OH * s->OW;
-    int ckk = s->C * s->K * s->K;
-    cl_mem col = keep_col ? keep_col : ws->col;
-    clcnn_conv2d_shape g;
-    /* With stride 1 the input gradient is itself a convolution (of gy with the flipped
-     * weights), which streams memory far better than col2im's scattered gather. */
-    int via_conv = gx && ws->wflip && clcnn_conv2d_grad_input_shape(s, &g) &&
-                   ws->wflip_cap >= (size_t)s->OC * ckk &&
-                   (clcnn_conv2d_chunk(&g, ws) > 0 || use_direct(ctx, ws, &g, N));
-    wgrad_plan plan = plan_wgrad(ctx, s, N, 0);
-    /* The direct weight gradient: the pixel-row GEMM when the plan picks it and its scratch is
-     * there (a model sizes it), else the kernel that reads gy in place. */
-    int direct = use_direct(ctx, ws, s, N);
-    int rows_path = direct && plan.rows && ws->rows && ws->rows_cap >= plan.rows &&
-                    (plan.S == 1 || (ws->col && ws->col_cap >= plan.part));
-    /* The im2col path below runs unless the direct kernels cover both gradients. */
-    CLCNN_ASSERT(chunk > 0 || (direct && (!gx || via_conv)));
-    clcnn_kern *gather = clcnn_kernel_must(ctx, "nchw_to_rows"),
-               *c2i = clcnn_kernel_must(ctx, "col2im");
+/* The im2col backward: per chunk, gy gathered into pixel rows; with do_w the weight gradient
+ * rows^T . col (col rebuilt unless the forward kept it), with do_x the input gradient through
+ * dcol = rows . w and col2im. */
+static clcnn_status backward_im2col(const clcnn_node *n, const clcnn_io *io, int do_w, int do_x) {
+    const clcnn_conv2d_shape *s = &n->conv;
+    clcnn_context *ctx = io->ctx;
+    int N = io->N, ohw = s->OH * s->OW, ckk = s->C * s->K * s->K, zero = 0;
+    int kept = io->keep_col && n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_IM2COL;
+    int chunk = kept ? N : chunk_of(s, io);
+    cl_mem col = kept ? io->keep_col : io->col;
+    CLCNN_ASSERT(chunk > 0);
+    clcnn_kern *gather = clcnn_kernel(ctx, CLCNN_K_nchw_to_rows),
+               *c2i = clcnn_kernel(ctx, CLCNN_K_col2im);
     clcnn_status st;
-    if (s->bias && (st = clcnn_bias_grad(ctx, grads, boff, gy, gyoff, N, s->OC, ohw))) return st;
-    if (direct) {
-        wgrad_args wa = {ws,
-                         s,
-                         plan,
-                         grads,
-                         gy,
-                         x,
-                         params,
-                         woff,
-                         boff,
-                         gyoff,
-                         xoff,
-                         N,
-                         0,
-                         keep_pad ? keep_pad : ws->xpad,
-                         keep_pad != NULL};
-        /* Tuned: both kernels timed once per shape and batch (only when the row GEMM's
-         * scratch is there; a model sizes it for every direct layer when tuning). */
-        static const char *const names[2] = {"lanes", "rows"};
-        char key[80];
-        snprintf(key, sizeof key, "wgrad-%d-%d-%d-%d-%d-%d-%d", s->C, s->H, s->W, s->OC, s->K,
-                 s->pad, N);
-        int c = clcnn_tune_choose(ctx, key, names, rows_path ? 2 : 0, wgrad_run, &wa, &st);
-        if (st) return st;
-        if (c >= 0) rows_path = c == 1;
-        if ((st = rows_path ? wgrad_rows(ctx, &wa) : wgrad_lanes(ctx, &wa))) return st;
-    }
-    /* im2col + GEMM: the weight gradient when the direct path is off, and the input gradient
-     * through col2im when it cannot be a convolution (the weight gradient is then computed
-     * a second time, which only happens for unusual shapes). */
-    for (int n0 = 0; n0 < N && !(direct && (!gx || via_conv)); n0 += chunk) {
+    for (int n0 = 0; n0 < N; n0 += chunk) {
         int nimg = N - n0 < chunk ? N - n0 : chunk;
         clcnn_args a = {gather->k, 0, CL_SUCCESS};
-        CLCNN_ARG(&a, ws->rows);
-        CLCNN_ARG(&a, gy);
-        CLCNN_ARG(&a, gyoff);
+        CLCNN_ARG(&a, io->rows);
+        CLCNN_ARG(&a, io->gy);
+        CLCNN_ARG(&a, zero);
         CLCNN_ARG(&a, n0);
         CLCNN_ARG(&a, nimg);
         CLCNN_ARG(&a, s->OC);
         CLCNN_ARG(&a, ohw);
         if ((st = clcnn_launch1d(ctx, gather, &a, (size_t)nimg * s->OC * ohw))) return st;
-        if ((!keep_col || direct) && (st = im2col(ctx, s, col, x, xoff, n0, nimg))) return st;
+        if (do_w && !kept && (st = im2col(ctx, s, col, io->x[0], zero, n0, nimg))) return st;
         /* gw[OC, CKK] (+)= rows^T . col; the first chunk overwrites */
-        st = clcnn_gemm(ctx, 1, 0, s->OC, ckk, nimg * ohw, 1.0f, ws->rows, 0, s->OC, col, 0, ckk,
-                        n0 == 0 ? 0.0f : 1.0f, grads, (size_t)woff, ckk);
-        if (st) return st;
-        if (!gx || via_conv) continue;
+        if (do_w && (st = clcnn_gemm(ctx, 1, 0, s->OC, ckk, nimg * ohw, 1.0f, io->rows, 0, s->OC,
+                                     col, 0, ckk, n0 == 0 ? 0.0f : 1.0f, io->grads,
+                                     (size_t)io->woff, ckk)))
+            return st;
+        if (!do_x) continue;
         /* dcol[nimg*OHW, CKK] = rows . w, written over col (the queue is in order) */
-        st = clcnn_gemm(ctx, 0, 0, nimg * ohw, ckk, s->OC, 1.0f, ws->rows, 0, s->OC, params,
-                        (size_t)woff, ckk, 0.0f, col, 0, ckk);
+        st = clcnn_gemm(ctx, 0, 0, nimg * ohw, ckk, s->OC, 1.0f, io->rows, 0, s->OC, io->params,
+                        (size_t)io->woff, ckk, 0.0f, col, 0, ckk);
         if (st) return st;
         clcnn_args b = {c2i->k, 0, CL_SUCCESS};
-        CLCNN_ARG(&b, gx);
-        CLCNN_ARG(&b, gxoff);
+        CLCNN_ARG(&b, io->gx[0]);
+        CLCNN_ARG(&b, zero);
         CLCNN_ARG(&b, col);
         CLCNN_ARG(&b, n0);
         CLCNN_ARG(&b, nimg);
@@ -440,41 +549,55 @@ clcnn_status clcnn_conv2d_backward(clcnn_context *ctx, clcnn_workspace *ws,
         CLCNN_ARG(&b, s->OW);
         if ((st = clcnn_launch1d(ctx, c2i, &b, (size_t)nimg * s->C * s->H * s->W))) return st;
     }
-    if (!via_conv) return CLCNN_SUCCESS;
-    return input_grad_conv(ctx, ws, s, gx, gxoff, gy, gyoff, params, woff, N);
+    return CLCNN_SUCCESS;
 }
 
-int clcnn_conv2d_can_pool_backward(const clcnn_context *ctx, const clcnn_workspace *ws,
-                                   const clcnn_conv2d_shape *s, int N, int need_gx) {
-    wgrad_plan plan = plan_wgrad(ctx, s, N, 1);
-    clcnn_conv2d_shape g;
-    if (!use_direct(ctx, ws, s, N) || !ws->rows || ws->rows_cap < plan.rows ||
-        (plan.S > 1 && (!ws->col || ws->col_cap < plan.part)))
-        return 0;
-    return !need_gx || (ws->wflip && ws->wflip_cap >= (size_t)s->OC * s->C * s->K * s->K &&
-                        clcnn_conv2d_grad_input_shape(s, &g) && use_direct(ctx, ws, &g, N));
+/* The direct weight gradient by the plan's algorithm (the tuned one timed once per shape and
+ * batch). rows_ready: the pixel rows are already there (after a fused pool). */
+static clcnn_status wgrad_direct(const clcnn_node *n, const clcnn_io *io, cl_mem gy,
+                                 int rows_ready) {
+    const clcnn_conv2d_shape *s = &n->conv;
+    clcnn_status st = CLCNN_SUCCESS;
+    wgrad_args wa = {io,       s,        plan_wgrad(s, io->N),
+                     io->grads, gy,      io->x[0],
+                     io->params, io->woff, io->boff < 0 ? 0 : io->boff,
+                     0,        0,        io->N,
+                     rows_ready, io->keep_pad ? io->keep_pad : io->xpad, io->keep_pad != NULL};
+    clcnn_algo a = n->algo[CLCNN_PASS_WGRAD];
+    if (a == CLCNN_ALGO_WGRAD_TUNED) {
+        static const char *const names[2] = {"lanes", "rows"};
+        char key[80];
+        snprintf(key, sizeof key, "wgrad-%d-%d-%d-%d-%d-%d-%d", s->C, s->H, s->W, s->OC, s->K,
+                 s->pad, io->N);
+        int c = clcnn_tune_choose(io->ctx, key, names, 2, wgrad_run, &wa, &st);
+        if (st) return st;
+        a = c == 1 ? CLCNN_ALGO_WGRAD_ROWS : CLCNN_ALGO_WGRAD_LANES;
+    }
+    return a == CLCNN_ALGO_WGRAD_ROWS ? wgrad_rows(io->ctx, &wa) : wgrad_lanes(io->ctx, &wa);
 }
 
-clcnn_status clcnn_conv2d_backward_pooled(clcnn_context *ctx, clcnn_workspace *ws,
-                                          const clcnn_conv2d_shape *s, cl_mem gx, int gxoff,
-                                          cl_mem grads, int woff, int boff, cl_mem gp, int gpoff,
-                                          cl_mem argmax, cl_mem gy, cl_mem x, int xoff,
-                                          cl_mem params, int N, cl_mem keep) {
-    CLCNN_ASSERT(clcnn_conv2d_can_pool_backward(ctx, ws, s, N, gx != NULL));
-    wgrad_plan plan = plan_wgrad(ctx, s, N, 1);
-    int PH = s->OH / 2, PW = s->OW / 2, phw = PH * PW, nchw = gx != NULL;
+/* The backward of a convolution and the MaxPool2d(2) fused into its forward, from the pooled
+ * gradient gy (N, OC, OH/2, OW/2) and the pool's argmax, without the pool's own backward: the
+ * gradient at the convolution's output goes straight into the pixel rows of the row-GEMM
+ * weight gradient, and into `pre` (N, OC, OH, OW) only when gx is wanted. */
+static clcnn_status backward_pooled(const clcnn_node *n, const clcnn_io *io) {
+    const clcnn_conv2d_shape *s = &n->conv;
+    clcnn_context *ctx = io->ctx;
+    wgrad_plan plan = plan_wgrad(s, io->N);
+    int N = io->N, phw = (s->OH / 2) * (s->OW / 2), nchw = io->gx[0] != NULL, zero = 0;
     clcnn_status st;
     /* the bias: the zeros the pool's backward would add change no sum, so sum gp directly */
-    if (s->bias && (st = clcnn_bias_grad(ctx, grads, boff, gp, gpoff, N, s->OC, phw))) return st;
-    clcnn_kern *ex = clcnn_kernel_must(ctx, "pool2_grad_to_rows");
-    cl_mem gy_arg = nchw ? gy : ws->rows; /* a valid buffer the kernel leaves alone */
+    if (s->bias && (st = clcnn_bias_grad(ctx, io->grads, io->boff, io->gy, 0, N, s->OC, phw)))
+        return st;
+    clcnn_kern *ex = clcnn_kernel(ctx, CLCNN_K_pool2_grad_to_rows);
+    cl_mem pre = nchw ? io->pre : io->rows; /* a valid buffer the kernel leaves alone */
     clcnn_args e = {ex->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&e, ws->rows);
-    CLCNN_ARG(&e, gy_arg);
+    CLCNN_ARG(&e, io->rows);
+    CLCNN_ARG(&e, pre);
     CLCNN_ARG(&e, nchw);
-    CLCNN_ARG(&e, gp);
-    CLCNN_ARG(&e, gpoff);
-    CLCNN_ARG(&e, argmax);
+    CLCNN_ARG(&e, io->gy);
+    CLCNN_ARG(&e, zero);
+    CLCNN_ARG(&e, io->aux);
     CLCNN_ARG(&e, N);
     CLCNN_ARG(&e, s->OC);
     CLCNN_ARG(&e, plan.ocp);
@@ -482,10 +605,48 @@ clcnn_status clcnn_conv2d_backward_pooled(clcnn_context *ctx, clcnn_workspace *w
     CLCNN_ARG(&e, s->OW);
     size_t blocks = (size_t)N * (size_t)((s->OH + 1) / 2) * (size_t)(plan.ocp / 16);
     if ((st = clcnn_launch1d(ctx, ex, &e, blocks))) return st;
-    wgrad_args wa = {ws,          s,    plan, grads, gy, x, params,
-                     woff,        boff, 0,    xoff,  N,  1, keep ? keep : ws->xpad,
-                     keep != NULL};
-    if ((st = wgrad_rows(ctx, &wa))) return st;
-    if (!gx) return CLCNN_SUCCESS;
-    return input_grad_conv(ctx, ws, s, gx, gxoff, gy, 0, params, woff, N);
+    if ((st = wgrad_direct(n, io, pre, 1))) return st;
+    return nchw ? input_grad_conv(n, io, pre) : CLCNN_SUCCESS;
 }
+
+/* gw, gb and gx (when wanted) from gy (N, OC, OH, OW), each by the plan's algorithm. */
+static clcnn_status conv_backward(const clcnn_node *n, const clcnn_io *io) {
+    const clcnn_conv2d_shape *s = &n->conv;
+    clcnn_algo wg = n->algo[CLCNN_PASS_WGRAD], dg = io->gx[0] ? n->algo[2] : CLCNN_ALGO_NONE;
+    clcnn_status st;
+    if (n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_DIRECT_POOL) return backward_pooled(n, io);
+    if (s->bias &&
+        (st = clcnn_bias_grad(io->ctx, io->grads, io->boff, io->gy, 0, io->N, s->OC, s->OH * s->OW)))
+        return st;
+    if (is_wgrad_direct(wg) && (st = wgrad_direct(n, io, io->gy, 0))) return st;
+    if (wg == CLCNN_ALGO_IM2COL || dg == CLCNN_ALGO_COL2IM) {
+        st = backward_im2col(n, io, wg == CLCNN_ALGO_IM2COL, dg == CLCNN_ALGO_COL2IM);
+        if (st) return st;
+    }
+    if (dg == CLCNN_ALGO_FLIP_DIRECT || dg == CLCNN_ALGO_FLIP_IM2COL)
+        return input_grad_conv(n, io, io->gy);
+    return CLCNN_SUCCESS;
+}
+
+/* A MaxPool2d(2) (kernel 2, stride 2, no padding) that only this convolution feeds rides in
+ * its store when the forward is direct and the backward can follow: the fused backward takes
+ * the row GEMM for the weights and the flipped direct convolution for the input gradient. */
+static int conv_can_fuse(const clcnn_context *ctx, const clcnn_node *n, const clcnn_node *next) {
+    const clcnn_layer_desc *p = &next->d;
+    (void)ctx;
+    return n->n_layers == 1 && next->d.kind == CLCNN_LAYER_MAXPOOL2D && p->kernel == 2 &&
+           p->stride == 2 && p->pad == 0 && n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_DIRECT &&
+           (!n->need_gx || n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_DIRECT);
+}
+
+const clcnn_layer_ops clcnn_conv2d_ops = {
+    .syntax = &clcnn_conv2d_syntax,
+    .shape = conv_shape,
+    .init = clcnn_init_fan_in,
+    .can_fuse = conv_can_fuse,
+    .algos = conv_algos,
+    .plan = conv_plan,
+    .workspace = conv_workspace,
+    .forward = conv_forward,
+    .backward = conv_backward,
+};

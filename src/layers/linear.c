@@ -1,37 +1,95 @@
-/* Linear host side: GEMM plus bias broadcast forward; two GEMMs and a column sum backward. */
-#include "layers.h"
+/* Linear (nn.Linear): a GEMM plus a bias broadcast forward; two GEMMs and a column sum
+ * backward. Weight (OUT, IN) and bias (OUT) as PyTorch lays them out. */
+#include "layer.h"
 
 #include "gemm.h"
 
-clcnn_status clcnn_linear_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem x, int xoff,
-                                  cl_mem params, int woff, int boff, int N, int IN, int OUT) {
-    clcnn_status st = clcnn_gemm(ctx, 0, 1, N, OUT, IN, 1.0f, x, (size_t)xoff, IN, params,
-                                 (size_t)woff, IN, 0.0f, y, (size_t)yoff, OUT);
-    if (st || boff < 0) return st;
-    clcnn_kern *k = clcnn_kernel_must(ctx, "bias_add");
-    int one = 1;
+/* Spec syntax (docs/MODEL_SPEC.md) */
+
+static clcnn_status linear_finish(const clcnn_spec_parser *p, const clcnn_layer_args *a,
+                                  clcnn_layer_desc *d) {
+    (void)p;
+    d->out = a->val[CLCNN_SLOT_OUT];
+    d->bias = clcnn_layer_arg(a, CLCNN_SLOT_BIAS, 1);
+    return CLCNN_SUCCESS;
+}
+
+static void linear_format(const clcnn_layer_desc *d, clcnn_spec_buf *b) {
+    clcnn_spec_append(b, "linear(%d%s)", d->out, d->bias ? "" : ",bias=0");
+}
+
+const clcnn_layer_syntax clcnn_linear_syntax = {
+    .name = "linear",
+    .aliases = {"fc"},
+    .torch_name = "Linear",
+    .pos = {CLCNN_SLOT_OUT},
+    .npos = 1,
+    .nreq = 1,
+    .kw = CLCNN_SLOT_BIT(CLCNN_SLOT_BIAS),
+    .finish = linear_finish,
+    .format = linear_format,
+};
+
+static clcnn_status linear_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
+                                 const char *where) {
+    const clcnn_layer_desc *d = &n->d;
+    if (!n->x.flat)
+        return clcnn_fail(e, CLCNN_ERR_SHAPE,
+                          "%s needs a flat input but gets %d x %d x %d: put flatten before it",
+                          where, n->x.c, n->x.h, n->x.w);
+    int64_t ws[2] = {d->out, n->x.c}, bs[1] = {d->out};
+    if (clcnn_params_add(pl, n->layer, "weight", 2, ws) < 0 ||
+        (d->bias && clcnn_params_add(pl, n->layer, "bias", 1, bs) < 0))
+        return clcnn_fail(e, CLCNN_ERR_SHAPE, "%s: too many parameter tensors", where);
+    n->y = (clcnn_shape){d->out, 1, 1, 1};
+    n->flops = 2.0 * d->out * n->x.c;
+    return CLCNN_SUCCESS;
+}
+
+static int linear_algos(const clcnn_context *ctx, const clcnn_node *n, int pass,
+                        clcnn_algo *out) {
+    (void)ctx;
+    if (pass == CLCNN_PASS_DGRAD && !n->need_gx) return 0;
+    return out[0] = CLCNN_ALGO_GEMM, 1;
+}
+
+/* y (N, OUT) = x (N, IN) w^T + b */
+static clcnn_status linear_forward(const clcnn_node *n, const clcnn_io *io) {
+    int N = io->N, IN = n->x.c, OUT = n->y.c, zero = 0, one = 1;
+    clcnn_status st = clcnn_gemm(io->ctx, 0, 1, N, OUT, IN, 1.0f, io->x[0], 0, IN, io->params,
+                                 (size_t)io->woff, IN, 0.0f, io->y, 0, OUT);
+    if (st || io->boff < 0) return st;
+    clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_bias_add);
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, y);
-    CLCNN_ARG(&a, yoff);
-    CLCNN_ARG(&a, params);
-    CLCNN_ARG(&a, boff);
+    CLCNN_ARG(&a, io->y);
+    CLCNN_ARG(&a, zero);
+    CLCNN_ARG(&a, io->params);
+    CLCNN_ARG(&a, io->boff);
     CLCNN_ARG(&a, N);
     CLCNN_ARG(&a, OUT);
     CLCNN_ARG(&a, one);
-    return clcnn_launch1d(ctx, k, &a, (size_t)N * OUT);
+    return clcnn_launch1d(io->ctx, k, &a, (size_t)N * OUT);
 }
 
-clcnn_status clcnn_linear_backward(clcnn_context *ctx, cl_mem gx, int gxoff, cl_mem grads, int woff,
-                                   int boff, cl_mem gy, int gyoff, cl_mem x, int xoff,
-                                   cl_mem params, int N, int IN, int OUT) {
-    clcnn_status st;
-    /* gw[OUT, IN] = gy^T . x */
-    st = clcnn_gemm(ctx, 1, 0, OUT, IN, N, 1.0f, gy, (size_t)gyoff, OUT, x, (size_t)xoff, IN, 0.0f,
-                    grads, (size_t)woff, IN);
+/* gw (OUT, IN) = gy^T x, gb = column sums of gy, gx (N, IN) = gy w */
+static clcnn_status linear_backward(const clcnn_node *n, const clcnn_io *io) {
+    int N = io->N, IN = n->x.c, OUT = n->y.c;
+    clcnn_status st = clcnn_gemm(io->ctx, 1, 0, OUT, IN, N, 1.0f, io->gy, 0, OUT, io->x[0], 0, IN,
+                                 0.0f, io->grads, (size_t)io->woff, IN);
     if (st) return st;
-    if (boff >= 0 && (st = clcnn_bias_grad(ctx, grads, boff, gy, gyoff, N, OUT, 1))) return st;
-    if (!gx) return CLCNN_SUCCESS;
-    /* gx[N, IN] = gy . w */
-    return clcnn_gemm(ctx, 0, 0, N, IN, OUT, 1.0f, gy, (size_t)gyoff, OUT, params, (size_t)woff, IN,
-                      0.0f, gx, (size_t)gxoff, IN);
+    if (io->boff >= 0 && (st = clcnn_bias_grad(io->ctx, io->grads, io->boff, io->gy, 0, N, OUT, 1)))
+        return st;
+    if (!io->gx[0]) return CLCNN_SUCCESS;
+    return clcnn_gemm(io->ctx, 0, 0, N, IN, OUT, 1.0f, io->gy, 0, OUT, io->params,
+                      (size_t)io->woff, IN, 0.0f, io->gx[0], 0, IN);
 }
+
+const clcnn_layer_ops clcnn_linear_ops = {
+    .syntax = &clcnn_linear_syntax,
+    .shape = linear_shape,
+    .init = clcnn_init_fan_in,
+    .algos = linear_algos,
+    .plan = clcnn_plan_rules_one,
+    .forward = linear_forward,
+    .backward = linear_backward,
+};

@@ -1,27 +1,50 @@
-/* ReLU host side (cl/layers.cl). */
-#include "layers.h"
+/* ReLU (nn.ReLU): y = max(x, 0); the backward passes gy where y > 0 (cl/relu.cl). */
+#include "layer.h"
 
-clcnn_status clcnn_relu_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem x, int xoff, int n) {
-    clcnn_kern *k = clcnn_kernel_must(ctx, "relu_forward");
-    clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, y);
-    CLCNN_ARG(&a, yoff);
-    CLCNN_ARG(&a, x);
-    CLCNN_ARG(&a, xoff);
-    CLCNN_ARG(&a, n);
-    return clcnn_launch1d(ctx, k, &a, (size_t)n);
+/* Spec syntax (docs/MODEL_SPEC.md) */
+
+const clcnn_layer_syntax clcnn_relu_syntax = {.name = "relu", .torch_name = "ReLU"};
+
+static clcnn_status relu_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e, const char *where) {
+    (void)pl, (void)e, (void)where;
+    n->y = n->x;
+    return CLCNN_SUCCESS;
 }
 
-clcnn_status clcnn_relu_backward(clcnn_context *ctx, cl_mem gx, int gxoff, cl_mem gy, int gyoff,
-                                 cl_mem y, int yoff, int n) {
-    clcnn_kern *k = clcnn_kernel_must(ctx, "relu_backward");
+/* y (N*C*H*W) = max(x, 0); a NaN passes through, as PyTorch's clamp_min. */
+static clcnn_status relu_forward(const clcnn_node *n, const clcnn_io *io) {
+    clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_relu_forward);
+    int count = io->N * n->x.c * n->x.h * n->x.w, zero = 0;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, gx);
-    CLCNN_ARG(&a, gxoff);
-    CLCNN_ARG(&a, gy);
-    CLCNN_ARG(&a, gyoff);
-    CLCNN_ARG(&a, y);
-    CLCNN_ARG(&a, yoff);
-    CLCNN_ARG(&a, n);
-    return clcnn_launch1d(ctx, k, &a, (size_t)n);
+    CLCNN_ARG(&a, io->y);
+    CLCNN_ARG(&a, zero);
+    CLCNN_ARG(&a, io->x[0]);
+    CLCNN_ARG(&a, zero);
+    CLCNN_ARG(&a, count);
+    return clcnn_launch1d(io->ctx, k, &a, (size_t)count);
 }
+
+/* gx = y > 0 ? gy : 0, from the layer's own output y. */
+static clcnn_status relu_backward(const clcnn_node *n, const clcnn_io *io) {
+    if (!io->gx[0]) return CLCNN_SUCCESS;
+    clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_relu_backward);
+    int count = io->N * n->x.c * n->x.h * n->x.w, zero = 0;
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, io->gx[0]);
+    CLCNN_ARG(&a, zero);
+    CLCNN_ARG(&a, io->gy);
+    CLCNN_ARG(&a, zero);
+    CLCNN_ARG(&a, io->y);
+    CLCNN_ARG(&a, zero);
+    CLCNN_ARG(&a, count);
+    return clcnn_launch1d(io->ctx, k, &a, (size_t)count);
+}
+
+const clcnn_layer_ops clcnn_relu_ops = {
+    .syntax = &clcnn_relu_syntax,
+    .shape = relu_shape,
+    .algos = clcnn_algos_one,
+    .plan = clcnn_plan_rules_one,
+    .forward = relu_forward,
+    .backward = relu_backward,
+};

@@ -4,9 +4,10 @@
  *
  * Conventions: outputs first, dimensions last. Backward functions ADD into their gradient
  * buffers (callers zero them) and skip any gradient pointer that is NULL ("not needed", e.g. the
- * first layer's input gradient). Internal to the library and its tests. */
-#ifndef CLCNN_LAYERS_REF_H
-#define CLCNN_LAYERS_REF_H
+ * first layer's input gradient). Test code, not part of the library: tests/ref/<kind>.c per
+ * layer kind plus loss.c and optim.c, built as the static library clcnn_ref. */
+#ifndef CLCNN_TESTS_REF_H
+#define CLCNN_TESTS_REF_H
 
 /* y (N,OC,OH,OW) = conv(x (N,C,H,W), w (OC,C,K,K), b (OC) or NULL);
  * OH = (H + 2*pad - K)/stride + 1, OW likewise. Zero padding, no dilation, no groups. */

@@ -1,0 +1,505 @@
+/* Conv2d's kernels (src/layers/conv2d.c). Around the GEMM: im2col into a row-per-output-pixel
+ * matrix, the row-matrix to NCHW scatter with bias, the NCHW gradient to row-matrix gather and
+ * col2im; then the direct kernels, the weight gradients and the fused pool's. Shapes: x (N,C,H,W), y (N,OC,OH,OW); a "row matrix" has one row per output
+ * pixel (n,oh,ow) of the current chunk and C*K*K (col) or OC (rows) columns. */
+
+/* col[(n*OH*OW + oh*OW + ow) * CKK + (c*K + kh)*K + kw] = x[n0+n, c, oh*s-p+kh, ow*s-p+kw] or 0.
+ * One work-item per output pixel writes its whole row: index arithmetic once per pixel and
+ * contiguous stores, which is what CPU devices need (per-element division cost 10x more). */
+__kernel void im2col(__global float *col, __global const float *x, int xoff, int n0, int nimg,
+                     int C, int H, int W, int K, int stride, int pad, int OH, int OW) {
+    int r = get_global_id(0);
+    if (r >= nimg * OH * OW) return;
+    int ow = r % OW, oh = (r / OW) % OH, n = r / (OW * OH);
+    int ih0 = oh * stride - pad, iw0 = ow * stride - pad;
+    __global float *dst = col + (long)r * C * K * K;
+    __global const float *src = x + xoff + (long)(n0 + n) * C * H * W;
+    for (int c = 0; c < C; c++) {
+        for (int kh = 0; kh < K; kh++) {
+            int ih = ih0 + kh;
+            if (ih < 0 || ih >= H) {
+                for (int kw = 0; kw < K; kw++) *dst++ = 0.0f;
+                continue;
+            }
+            __global const float *row = src + (c * H + ih) * W;
+            for (int kw = 0; kw < K; kw++) {
+                int iw = iw0 + kw;
+                *dst++ = iw >= 0 && iw < W ? row[iw] : 0.0f;
+            }
+        }
+    }
+}
+
+/* y[n0+n, oc, p] = rows[(n*OHW + p)*OC + oc] + (has_bias ? b[boff + oc] : 0) */
+__kernel void rows_to_nchw_bias(__global float *y, int yoff, __global const float *rows,
+                                __global const float *b, int boff, int has_bias, int n0, int nimg,
+                                int OC, int OHW) {
+    int i = get_global_id(0);
+    if (i >= nimg * OC * OHW) return;
+    int p = i % OHW, oc = (i / OHW) % OC, n = i / (OHW * OC);
+    float v = rows[(n * OHW + p) * OC + oc];
+    if (has_bias) v += b[boff + oc];
+    y[yoff + (n0 * OC) * OHW + i] = v;
+}
+
+/* rows[(n*OHW + p)*OC + oc] = gy[n0+n, oc, p] */
+__kernel void nchw_to_rows(__global float *rows, __global const float *gy, int gyoff, int n0,
+                           int nimg, int OC, int OHW) {
+    int i = get_global_id(0);
+    if (i >= nimg * OC * OHW) return;
+    int oc = i % OC, r = i / OC;
+    int p = r % OHW, n = r / OHW;
+    rows[i] = gy[gyoff + ((n0 + n) * OC + oc) * OHW + p];
+}
+
+/* gx[n0+n, c, ih, iw] = sum of the dcol entries that im2col copied from that pixel. A gather
+ * (one work-item per input pixel) keeps the sum order fixed: no atomics, repeatable runs. The
+ * outputs whose window covers ih are oh in [ceil((ih+pad-K+1)/s), (ih+pad)/s], so the loops
+ * visit only contributing taps. */
+__kernel void col2im(__global float *gx, int gxoff, __global const float *dcol, int n0, int nimg,
+                     int C, int H, int W, int K, int stride, int pad, int OH, int OW) {
+    int i = get_global_id(0);
+    if (i >= nimg * C * H * W) return;
+    int iw = i % W, ih = (i / W) % H, c = (i / (W * H)) % C, n = i / (W * H * C);
+    int CKK = C * K * K;
+    int oh_lo = max(0, (ih + pad - K + stride) / stride), oh_hi = min(OH - 1, (ih + pad) / stride);
+    int ow_lo = max(0, (iw + pad - K + stride) / stride), ow_hi = min(OW - 1, (iw + pad) / stride);
+    float acc = 0.0f;
+    for (int oh = oh_lo; oh <= oh_hi; oh++) {
+        int kh = ih + pad - oh * stride;
+        __global const float *base = dcol + (long)(n * OH + oh) * OW * CKK + (c * K + kh) * K;
+        for (int ow = ow_lo; ow <= ow_hi; ow++) acc += base[ow * CKK + iw + pad - ow * stride];
+    }
+    gx[gxoff + n0 * C * H * W + i] = acc;
+}
+
+/* wf[c, oc, kh, kw] = w[woff + oc, c, K-1-kh, K-1-kw]: the weights of the convolution whose
+ * forward pass is this layer's input gradient (stride 1: gx = conv(gy, wf, pad K-1-pad)). */
+__kernel void flip_weights(__global float *wf, __global const float *w, int woff, int OC, int C,
+                           int K) {
+    /* one work-item per (c, oc) pair: K*K contiguous reads (backwards), K*K contiguous writes */
+    int p = get_global_id(0);
+    if (p >= OC * C) return;
+    int oc = p % OC, c = p / OC, kk = K * K;
+    __global const float *src = w + woff + (oc * C + c) * kk + kk - 1;
+    __global float *dst = wf + p * kk;
+    for (int t = 0; t < kk; t++) dst[t] = src[-t];
+}
+
+/* xp[nc, h, w] = x[nc, h - pad, w - pad] or 0: the zero-padded input of a convolution, so the
+ * direct kernels below need no bounds checks. One work-item per padded row. */
+__kernel void pad_input(__global float *xp, __global const float *x, int xoff, int NC, int H,
+                        int W, int pad, int Hp, int Wp) {
+    int r = get_global_id(0);
+    if (r >= NC * Hp) return;
+    int h = r % Hp - pad, nc = r / Hp;
+    __global float *dst = xp + (long)r * Wp;
+    if (h < 0 || h >= H) {
+        for (int w = 0; w < Wp; w++) dst[w] = 0.0f;
+        return;
+    }
+    __global const float *src = x + xoff + ((long)nc * H + h) * W;
+    for (int w = 0; w < pad; w++) dst[w] = 0.0f;
+    for (int w = 0; w < W; w++) dst[pad + w] = src[w];
+    for (int w = pad + W; w < Wp; w++) dst[w] = 0.0f;
+}
+
+/* Direct ("implicit GEMM") stride-1 convolution shaped for CPU devices: one work-item per
+ * work-group owns 8 output channels x 2 output rows x 16 output columns in sixteen float16
+ * accumulators; every (c, kh, kw) tap is two unaligned vload16s of the padded input and eight
+ * broadcast weights into explicit fmas. No im2col matrix is built and the output lands in
+ * NCHW with its bias, or, with pool != 0, goes through a fused MaxPool2d(2) first (POOL_ROW,
+ * below). Lanes and rows past the edge are computed from in-bounds (slack) memory and not
+ * stored; channels past OC reuse the last channel's weights and are not stored.
+ * global = (ceil(OW/16) * ceil(OH/2), ceil(OC/8), N). */
+/* Shared set-up of the direct kernels: one weight base pointer per output channel (channels past
+ * OC reuse the last one; their results are not stored), so each tap is a plain indexed
+ * broadcast load, and the sixteen accumulators. */
+#define DIRECT_SETUP                                                                               \
+    int ckk = C * K * K, last = OC - 1;                                                            \
+    __global const float *w0 = w + woff + min(oc0 + 0, last) * ckk;                               \
+    __global const float *w1 = w + woff + min(oc0 + 1, last) * ckk;                               \
+    __global const float *w2 = w + woff + min(oc0 + 2, last) * ckk;                               \
+    __global const float *w3 = w + woff + min(oc0 + 3, last) * ckk;                               \
+    __global const float *w4 = w + woff + min(oc0 + 4, last) * ckk;                               \
+    __global const float *w5 = w + woff + min(oc0 + 5, last) * ckk;                               \
+    __global const float *w6 = w + woff + min(oc0 + 6, last) * ckk;                               \
+    __global const float *w7 = w + woff + min(oc0 + 7, last) * ckk;                               \
+    float16 a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;                        \
+    float16 b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0, b6 = 0, b7 = 0;
+
+#define ACC_ROW(r)                                                                                 \
+    {                                                                                              \
+        float16 wv = (float16)(w##r[tap]);                                                         \
+        a##r = fma(wv, v0, a##r);                                                                  \
+        b##r = fma(wv, v1, b##r);                                                                  \
+    }
+#define STORE_ROW(r)                                                                               \
+    if (oc0 + r < OC) {                                                                            \
+        float bias = has_bias ? w[boff + oc0 + r] : 0.0f;                                          \
+        __global float *yp = y + yoff + ((n * OC + oc0 + r) * OH + oh0) * OW + ow0;                \
+        float16 s0 = a##r + bias, s1 = b##r + bias;                                                \
+        if (full) {                                                                                \
+            vstore16(s0, 0, yp);                                                                   \
+            if (two) vstore16(s1, 0, yp + OW);                                                     \
+        } else {                                                                                   \
+            float t0[16], t1[16];                                                                  \
+            vstore16(s0, 0, t0);                                                                   \
+            vstore16(s1, 0, t1);                                                                   \
+            for (int q = 0; q < nw; q++) {                                                         \
+                yp[q] = t0[q];                                                                     \
+                if (two) yp[OW + q] = t1[q];                                                       \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+/* MaxPool2d(2) fused into the store (pool != 0): y is then the pooled output (N, OC, PH, PW)
+ * with PH = OH/2, PW = OW/2, and argmax records, as maxpool2_forward does, the index of each
+ * window's maximum in the OH x OW plane: scan order (0,0), (0,1), (1,0), (1,1), strict '>',
+ * a NaN wins. The values pooled are exactly those the unfused store would write. Eight
+ * windows at once: p00..p11 hold each window's four values, base the plane index of each
+ * window's top-left pixel; the first `count` results are stored. */
+void pool8_store(float8 p00, float8 p01, float8 p10, float8 p11, int8 base, int W,
+                 __global float *y, __global int *am, int count) {
+    float8 m = p00;
+    int8 best = (int8)(0), c;
+    c = (p01 > m) | isnan(p01);
+    m = select(m, p01, c);
+    best = select(best, (int8)(1), c);
+    c = (p10 > m) | isnan(p10);
+    m = select(m, p10, c);
+    best = select(best, (int8)(W), c);
+    c = (p11 > m) | isnan(p11);
+    m = select(m, p11, c);
+    best = select(best, (int8)(W + 1), c);
+    int8 idx = base + best;
+    if (count == 8) {
+        vstore8(m, 0, y);
+        vstore8(idx, 0, am);
+        return;
+    }
+    float tm[8];
+    int ti[8];
+    vstore8(m, 0, tm);
+    vstore8(idx, 0, ti);
+    for (int j = 0; j < count; j++) y[j] = tm[j], am[j] = ti[j];
+}
+
+#define POOL_ROW(r)                                                                                \
+    if (oc0 + r < OC && two) {                                                                     \
+        float bias = has_bias ? w[boff + oc0 + r] : 0.0f;                                          \
+        float16 s0 = a##r + bias, s1 = b##r + bias;                                                \
+        int ph = oh0 / 2, pw0 = ow0 / 2;                                                           \
+        long o = ((long)(n * OC + oc0 + r) * PH + ph) * PW + pw0;                                  \
+        int8 base = 2 * ph * OW + 2 * pw0 + 2 * (int8)(0, 1, 2, 3, 4, 5, 6, 7);                    \
+        pool8_store(s0.even, s0.odd, s1.even, s1.odd, base, OW, y + yoff + o, argmax + o,          \
+                    min(8, PW - pw0));                                                             \
+    }
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
+    __global float *y, int yoff, __global const float *xp, __global const float *w, int woff,
+    int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH, int OW,
+    __global int *argmax, int pool) {
+    int tiles_w = (OW + 15) / 16;
+    int t = get_global_id(0), oc0 = get_global_id(1) * 8, n = get_global_id(2);
+    int ow0 = (t % tiles_w) * 16, oh0 = (t / tiles_w) * 2;
+    if (oh0 >= OH || oc0 >= OC) return;
+    DIRECT_SETUP
+    for (int c = 0; c < C; c++) {
+        __global const float *plane = xp + ((n * C + c) * Hp + oh0) * Wp + ow0;
+        for (int kh = 0; kh < K; kh++) {
+            __global const float *r0 = plane + kh * Wp;
+            int tap = (c * K + kh) * K;
+            for (int kw = 0; kw < K; kw++, tap++) {
+                float16 v0 = vload16(0, r0 + kw), v1 = vload16(0, r0 + Wp + kw);
+                ACC_ROW(0) ACC_ROW(1) ACC_ROW(2) ACC_ROW(3)
+                ACC_ROW(4) ACC_ROW(5) ACC_ROW(6) ACC_ROW(7)
+            }
+        }
+    }
+    int nw = min(16, OW - ow0), full = nw == 16, two = oh0 + 1 < OH;
+    if (pool) {
+        int PH = OH / 2, PW = OW / 2;
+        POOL_ROW(0) POOL_ROW(1) POOL_ROW(2) POOL_ROW(3)
+        POOL_ROW(4) POOL_ROW(5) POOL_ROW(6) POOL_ROW(7)
+        return;
+    }
+    STORE_ROW(0) STORE_ROW(1) STORE_ROW(2) STORE_ROW(3)
+    STORE_ROW(4) STORE_ROW(5) STORE_ROW(6) STORE_ROW(7)
+}
+
+/* The same for 8-wide outputs (8x8 maps and the like), where a float16 would be half empty: a
+ * float16 holds two output rows, so a work-item owns 8 channels x 4 rows x 8 columns.
+ * global = (ceil(OH/4), ceil(OC/8), N). */
+#define STORE_ROW8(r)                                                                              \
+    if (oc0 + r < OC) {                                                                            \
+        float bias = has_bias ? w[boff + oc0 + r] : 0.0f;                                          \
+        __global float *yp = y + yoff + ((n * OC + oc0 + r) * OH + oh0) * 8;                       \
+        float16 s0 = a##r + bias, s1 = b##r + bias;                                                \
+        vstore8(s0.lo, 0, yp);                                                                     \
+        if (rows > 1) vstore8(s0.hi, 0, yp + 8);                                                   \
+        if (rows > 2) vstore8(s1.lo, 0, yp + 16);                                                  \
+        if (rows > 3) vstore8(s1.hi, 0, yp + 24);                                                  \
+    }
+
+/* The fused 2x2 pool of the 8-wide kernel: rows oh0..oh0+3 give pooled rows oh0/2 and
+ * oh0/2 + 1, 4 wide each and adjacent in y, so one 8-window call covers both. */
+#define POOL_ROW8(r)                                                                               \
+    if (oc0 + r < OC && ph0 < PH) {                                                                \
+        float bias = has_bias ? w[boff + oc0 + r] : 0.0f;                                          \
+        float16 s0 = a##r + bias, s1 = b##r + bias;                                                \
+        long o = ((long)(n * OC + oc0 + r) * PH + ph0) * 4;                                        \
+        pool8_store((float8)(s0.lo.even, s1.lo.even), (float8)(s0.lo.odd, s1.lo.odd),              \
+                    (float8)(s0.hi.even, s1.hi.even), (float8)(s0.hi.odd, s1.hi.odd), base, 8,     \
+                    y + yoff + o, argmax + o, ph0 + 1 < PH ? 8 : 4);                               \
+    }
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1_w8(
+    __global float *y, int yoff, __global const float *xp, __global const float *w, int woff,
+    int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH, __global int *argmax,
+    int pool) {
+    int oh0 = get_global_id(0) * 4, oc0 = get_global_id(1) * 8, n = get_global_id(2);
+    if (oh0 >= OH || oc0 >= OC) return;
+    DIRECT_SETUP
+    for (int c = 0; c < C; c++) {
+        __global const float *plane = xp + ((n * C + c) * Hp + oh0) * Wp;
+        for (int kh = 0; kh < K; kh++) {
+            __global const float *r0 = plane + kh * Wp;
+            int tap = (c * K + kh) * K;
+            for (int kw = 0; kw < K; kw++, tap++) {
+                __global const float *q = r0 + kw;
+                float16 v0 = (float16)(vload8(0, q), vload8(0, q + Wp));
+                float16 v1 = (float16)(vload8(0, q + 2 * Wp), vload8(0, q + 3 * Wp));
+                ACC_ROW(0) ACC_ROW(1) ACC_ROW(2) ACC_ROW(3)
+                ACC_ROW(4) ACC_ROW(5) ACC_ROW(6) ACC_ROW(7)
+            }
+        }
+    }
+    if (pool) {
+        int PH = OH / 2, ph0 = oh0 / 2;
+        int8 base = 16 * ph0 + (int8)(0, 2, 4, 6, 16, 18, 20, 22);
+        POOL_ROW8(0) POOL_ROW8(1) POOL_ROW8(2) POOL_ROW8(3)
+        POOL_ROW8(4) POOL_ROW8(5) POOL_ROW8(6) POOL_ROW8(7)
+        return;
+    }
+    int rows = min(4, OH - oh0);
+    STORE_ROW8(0) STORE_ROW8(1) STORE_ROW8(2) STORE_ROW8(3)
+    STORE_ROW8(4) STORE_ROW8(5) STORE_ROW8(6) STORE_ROW8(7)
+}
+
+/* Direct stride-1 weight gradient shaped for CPU devices: gw[oc, tap] = sum over n, oh, ow of
+ * gy[n, oc, oh, ow] * xp[n, c, oh + kh, ow + kw], tap = (c*K + kh)*K + kw. One work-item per
+ * work-group owns 4 output channels x 4 taps in sixteen float16 accumulators that run along
+ * ow (16 lanes), over the whole batch, and reduces the lanes once at the end: no im2col
+ * matrix, no layout change of gy. Lanes past OW are zero in gy, so the x lanes they meet
+ * (read from the padded input's slack or the next row) add nothing.
+ * global = (ceil(CKK/4), ceil(OC/4)). */
+#define GW_ACC(r, t) acc##r##t = fma(g##r, x##t, acc##r##t);
+#define GW_STORE(r, t)                                                                             \
+    if (oc0 + r < OC && q0 + t < CKK) {                                                            \
+        float16 v = acc##r##t;                                                                     \
+        float8 h8 = v.lo + v.hi;                                                                   \
+        float4 h4 = h8.lo + h8.hi;                                                                 \
+        float2 h2 = h4.lo + h4.hi;                                                                 \
+        gw[gwoff + (oc0 + r) * CKK + q0 + t] = h2.x + h2.y;                                        \
+    }
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_s1(
+    __global float *gw, int gwoff, __global const float *gy, int gyoff,
+    __global const float *xp, int N, int C, int Hp, int Wp, int OC, int K, int OH, int OW) {
+    int CKK = C * K * K, q0 = get_global_id(0) * 4, oc0 = get_global_id(1) * 4;
+    if (q0 >= CKK || oc0 >= OC) return;
+    /* Per tap, the offset of its input window; per channel, of its gy plane (clamped at the
+     * edges: those lanes are computed and not stored). Scalars, so they stay in registers. */
+    int q, kw, kh, c;
+#define TAP_OFF(t)                                                                                 \
+    q = min(q0 + t, CKK - 1), kw = q % K, kh = (q / K) % K, c = q / (K * K);                       \
+    int xo##t = (c * Hp + kh) * Wp + kw;
+    TAP_OFF(0) TAP_OFF(1) TAP_OFF(2) TAP_OFF(3)
+#undef TAP_OFF
+    int go0 = min(oc0 + 0, OC - 1) * OH * OW, go1 = min(oc0 + 1, OC - 1) * OH * OW;
+    int go2 = min(oc0 + 2, OC - 1) * OH * OW, go3 = min(oc0 + 3, OC - 1) * OH * OW;
+    float16 acc00 = 0, acc01 = 0, acc02 = 0, acc03 = 0, acc10 = 0, acc11 = 0, acc12 = 0;
+    float16 acc13 = 0, acc20 = 0, acc21 = 0, acc22 = 0, acc23 = 0, acc30 = 0, acc31 = 0;
+    float16 acc32 = 0, acc33 = 0;
+    for (int n = 0; n < N; n++) {
+        __global const float *gyn = gy + gyoff + n * OC * OH * OW;
+        __global const float *xn = xp + n * C * Hp * Wp;
+        __global const float *gp0 = gyn + go0, *gp1 = gyn + go1, *gp2 = gyn + go2;
+        __global const float *gp3 = gyn + go3;
+        __global const float *xp0 = xn + xo0, *xp1 = xn + xo1, *xp2 = xn + xo2, *xp3 = xn + xo3;
+        int oh = 0;
+        if (OW == 8) { /* 8-wide maps: two rows per float16, gy rows are contiguous */
+            for (; oh + 2 <= OH; oh += 2) {
+                int p = oh * OW, xr = oh * Wp;
+                float16 g0 = vload16(0, gp0 + p), g1 = vload16(0, gp1 + p);
+                float16 g2 = vload16(0, gp2 + p), g3 = vload16(0, gp3 + p);
+                float16 x0 = (float16)(vload8(0, xp0 + xr), vload8(0, xp0 + xr + Wp));
+                float16 x1 = (float16)(vload8(0, xp1 + xr), vload8(0, xp1 + xr + Wp));
+                float16 x2 = (float16)(vload8(0, xp2 + xr), vload8(0, xp2 + xr + Wp));
+                float16 x3 = (float16)(vload8(0, xp3 + xr), vload8(0, xp3 + xr + Wp));
+                GW_ACC(0, 0) GW_ACC(0, 1) GW_ACC(0, 2) GW_ACC(0, 3)
+                GW_ACC(1, 0) GW_ACC(1, 1) GW_ACC(1, 2) GW_ACC(1, 3)
+                GW_ACC(2, 0) GW_ACC(2, 1) GW_ACC(2, 2) GW_ACC(2, 3)
+                GW_ACC(3, 0) GW_ACC(3, 1) GW_ACC(3, 2) GW_ACC(3, 3)
+            }
+        }
+        for (; oh < OH; oh++) {
+            for (int ow0 = 0; ow0 < OW; ow0 += 16) {
+                int p = oh * OW + ow0, xr = oh * Wp + ow0;
+                float16 g0, g1, g2, g3;
+                if (ow0 + 16 <= OW) {
+                    g0 = vload16(0, gp0 + p), g1 = vload16(0, gp1 + p);
+                    g2 = vload16(0, gp2 + p), g3 = vload16(0, gp3 + p);
+                } else { /* a partial row: read only its lanes (gy has no slack), zero the rest */
+                    float t0[16], t1[16], t2[16], t3[16];
+                    for (int l = 0; l < 16; l++) {
+                        int in = ow0 + l < OW;
+                        t0[l] = in ? gp0[p + l] : 0.0f, t1[l] = in ? gp1[p + l] : 0.0f;
+                        t2[l] = in ? gp2[p + l] : 0.0f, t3[l] = in ? gp3[p + l] : 0.0f;
+                    }
+                    g0 = vload16(0, t0), g1 = vload16(0, t1);
+                    g2 = vload16(0, t2), g3 = vload16(0, t3);
+                }
+                float16 x0 = vload16(0, xp0 + xr), x1 = vload16(0, xp1 + xr);
+                float16 x2 = vload16(0, xp2 + xr), x3 = vload16(0, xp3 + xr);
+                GW_ACC(0, 0) GW_ACC(0, 1) GW_ACC(0, 2) GW_ACC(0, 3)
+                GW_ACC(1, 0) GW_ACC(1, 1) GW_ACC(1, 2) GW_ACC(1, 3)
+                GW_ACC(2, 0) GW_ACC(2, 1) GW_ACC(2, 2) GW_ACC(2, 3)
+                GW_ACC(3, 0) GW_ACC(3, 1) GW_ACC(3, 2) GW_ACC(3, 3)
+            }
+        }
+    }
+    GW_STORE(0, 0) GW_STORE(0, 1) GW_STORE(0, 2) GW_STORE(0, 3)
+    GW_STORE(1, 0) GW_STORE(1, 1) GW_STORE(1, 2) GW_STORE(1, 3)
+    GW_STORE(2, 0) GW_STORE(2, 1) GW_STORE(2, 2) GW_STORE(2, 3)
+    GW_STORE(3, 0) GW_STORE(3, 1) GW_STORE(3, 2) GW_STORE(3, 3)
+}
+
+/* gy (N, OC, OHW) to pixel-major rows gyt[(n*OHW + p)*OCp + oc], channels padded with zeros to
+ * OCp (a multiple of 32): the operand layout of conv_wgrad_rows. One work-item per pixel (on
+ * PoCL this ran faster than 16-pixel blocks or a local-memory tile transpose). */
+__kernel void gy_to_rows_pad(__global float *gyt, __global const float *gy, int gyoff, int N,
+                             int OC, int OHW, int OCp) {
+    int r = get_global_id(0);
+    if (r >= N * OHW) return;
+    int p = r % OHW, n = r / OHW;
+    __global const float *src = gy + gyoff + n * OC * OHW + p;
+    __global float *dst = gyt + (long)r * OCp;
+    for (int oc = 0; oc < OC; oc++) dst[oc] = src[oc * OHW];
+    for (int oc = OC; oc < OCp; oc++) dst[oc] = 0.0f;
+}
+
+/* Stride-1 weight gradient as a GEMM over pixels, shaped for CPU devices:
+ * gw[oc, tap] = sum over (n, oh, ow) of gyt[pixel, oc] * xp[n, c, oh + kh, ow + kw], with
+ * tap = (c*K + kh)*K + kw. One work-item per work-group owns 8 taps x 32 channels in sixteen
+ * float16 accumulators (channels in the lanes, so no reduction across lanes): per pixel, two
+ * vloads of gy's row and eight broadcast input values into explicit fmas, the input read in
+ * place from the padded image (an implicit im2col). The pixels are split into S slices of
+ * `nb` images, each work-item summing one slice into its own partial gw at out + s*ostride
+ * (reduced afterwards unless S is 1): a slice of gy rows stays in cache while every tap tile
+ * of the slice passes over it. Taps past CKK and channels past OC are computed from clamped
+ * addresses and zero lanes, and not stored.
+ * global = (ceil(CKK/8), OCp/32, S). */
+#define WT_TAP(t)                                                                                  \
+    q = min(t0 + t, CKK - 1), kw = q % K, kh = (q / K) % K, c = q / (K * K);                       \
+    int xo##t = (c * Hp + kh) * Wp + kw;
+#define WT_ACC(t)                                                                                  \
+    {                                                                                              \
+        float16 xv = (float16)(xr[xo##t]);                                                         \
+        a##t = fma(xv, g0, a##t);                                                                  \
+        b##t = fma(xv, g1, b##t);                                                                  \
+    }
+#define WT_STORE(t)                                                                                \
+    if (t0 + t < CKK) {                                                                            \
+        float la[16], lb[16];                                                                      \
+        vstore16(a##t, 0, la);                                                                     \
+        vstore16(b##t, 0, lb);                                                                     \
+        for (int l = 0; l < 16; l++) {                                                             \
+            if (oc0 + l < OC) o[(oc0 + l) * CKK + t0 + t] = la[l];                                 \
+            if (oc0 + 16 + l < OC) o[(oc0 + 16 + l) * CKK + t0 + t] = lb[l];                       \
+        }                                                                                          \
+    }
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_rows(
+    __global float *out, int outoff, int ostride, __global const float *gyt, int OCp,
+    __global const float *xp, int N, int nb, int C, int Hp, int Wp, int OC, int K, int OH,
+    int OW) {
+    int CKK = C * K * K, t0 = get_global_id(0) * 8, oc0 = get_global_id(1) * 32;
+    int s = get_global_id(2), n0 = s * nb, n1 = min(N, n0 + nb);
+    if (t0 >= CKK || oc0 >= OCp) return;
+    int q, kw, kh, c;
+    WT_TAP(0) WT_TAP(1) WT_TAP(2) WT_TAP(3) WT_TAP(4) WT_TAP(5) WT_TAP(6) WT_TAP(7)
+    float16 a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    float16 b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0, b6 = 0, b7 = 0;
+    for (int n = n0; n < n1; n++) {
+        __global const float *g = gyt + (long)n * OH * OW * OCp + oc0;
+        __global const float *xn = xp + (long)n * C * Hp * Wp;
+        for (int oh = 0; oh < OH; oh++) {
+            __global const float *xr = xn + oh * Wp;
+            for (int ow = 0; ow < OW; ow++, xr++, g += OCp) {
+                float16 g0 = vload16(0, g), g1 = vload16(0, g + 16);
+                WT_ACC(0) WT_ACC(1) WT_ACC(2) WT_ACC(3)
+                WT_ACC(4) WT_ACC(5) WT_ACC(6) WT_ACC(7)
+            }
+        }
+    }
+    __global float *o = out + outoff + s * ostride;
+    WT_STORE(0) WT_STORE(1) WT_STORE(2) WT_STORE(3)
+    WT_STORE(4) WT_STORE(5) WT_STORE(6) WT_STORE(7)
+}
+
+/* The backward of a convolution whose output went through a fused MaxPool2d(2), from the
+ * pooled gradient gp (N, OC, PH, PW) and the pool's argmax: the gradient at the convolution's
+ * output, written as pixel rows gyt[(n*OHW + p)*OCp + oc] for conv_wgrad_rows (channels past
+ * OC are zeros) and, when nchw != 0, also in NCHW (gy) for the input-gradient convolution.
+ * It is gp at each window's argmax and zero elsewhere, including an odd last row or column
+ * that no window covers. One work-item per pair of output rows and 16 channels: per window,
+ * sixteen channels' values and argmaxes, then each of its four pixels' 16 channels as one
+ * vector store. global = N * ceil(OH/2) * OCp/16. */
+__kernel void pool2_grad_to_rows(__global float *gyt, __global float *gy, int nchw,
+                                 __global const float *gp, int gpoff, __global const int *argmax,
+                                 int N, int OC, int OCp, int OH, int OW) {
+    int PH = OH / 2, PW = OW / 2, BH = (OH + 1) / 2, BW = (OW + 1) / 2, chunks = OCp / 16;
+    int r = get_global_id(0);
+    if (r >= N * BH * chunks) return;
+    int oc0 = (r % chunks) * 16, bh = (r / chunks) % BH, n = r / (chunks * BH);
+    int oh = 2 * bh, down = oh + 1 < OH, PHW = PH * PW;
+    /* per lane: its channel's pooled plane (clamped past OC: those lanes are zeroed) */
+    __global const float *gpl = gp + gpoff + (long)n * OC * PHW + bh * PW;
+    __global const int *aml = argmax + (long)n * OC * PHW + bh * PW;
+    int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    int16 live = oc0 + lane < OC;
+    float16 z = (float16)(0.0f);
+    for (int bw = 0; bw < BW; bw++) {
+        int ow = 2 * bw, right = ow + 1 < OW, p00 = oh * OW + ow;
+        float t[16];
+        int bi[16];
+        int win = bh < PH && bw < PW;
+        for (int l = 0; l < 16; l++) {
+            long q = (long)min(oc0 + l, OC - 1) * PHW + min(bw, PW - 1);
+            t[l] = win ? gpl[q] : 0.0f;
+            bi[l] = win ? aml[q] - p00 : -1;
+        }
+        float16 v = select(z, vload16(0, t), live);
+        int16 b = vload16(0, bi);
+        float16 v00 = select(z, v, b == 0), v01 = select(z, v, b == 1);
+        float16 v10 = select(z, v, b == OW), v11 = select(z, v, b == OW + 1);
+        __global float *r00 = gyt + ((long)n * OH * OW + p00) * OCp + oc0;
+        vstore16(v00, 0, r00);
+        if (right) vstore16(v01, 0, r00 + OCp);
+        if (down) vstore16(v10, 0, r00 + (long)OW * OCp);
+        if (right && down) vstore16(v11, 0, r00 + (long)(OW + 1) * OCp);
+        if (!nchw) continue;
+        float a00[16], a01[16], a10[16], a11[16];
+        vstore16(v00, 0, a00), vstore16(v01, 0, a01), vstore16(v10, 0, a10);
+        vstore16(v11, 0, a11);
+        for (int l = 0; l < 16 && oc0 + l < OC; l++) {
+            __global float *g = gy + ((long)(n * OC + oc0 + l) * OH + oh) * OW + ow;
+            g[0] = a00[l];
+            if (right) g[1] = a01[l];
+            if (down) g[OW] = a10[l];
+            if (right && down) g[OW + 1] = a11[l];
+        }
+    }
+}

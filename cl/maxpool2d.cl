@@ -1,0 +1,122 @@
+/* MaxPool2d's kernels (src/layers/maxpool2d.c). Offsets are in elements. */
+
+/* PyTorch MaxPool2d (floor mode): the first maximum in window scan order wins (strict '>'),
+ * a NaN always wins, padding never does. argmax = ih*W + iw within the (n,c) plane. */
+__kernel void maxpool_forward(__global float *y, int yoff, __global int *argmax,
+                              __global const float *x, int xoff, int NC, int H, int W, int K,
+                              int stride, int pad, int OH, int OW) {
+    int i = get_global_id(0);
+    if (i >= NC * OH * OW) return;
+    int ow = i % OW, oh = (i / OW) % OH, nc = i / (OW * OH);
+    int h0 = oh * stride - pad, w0 = ow * stride - pad;
+    int h1 = min(h0 + K, H), w1 = min(w0 + K, W);
+    h0 = max(h0, 0);
+    w0 = max(w0, 0);
+    __global const float *plane = x + xoff + nc * H * W;
+    int best = h0 * W + w0;
+    float m = -INFINITY;
+    for (int h = h0; h < h1; h++) {
+        for (int w = w0; w < w1; w++) {
+            float v = plane[h * W + w];
+            if (v > m || isnan(v)) {
+                m = v;
+                best = h * W + w;
+            }
+        }
+    }
+    y[yoff + i] = m;
+    argmax[i] = best;
+}
+
+/* MaxPool2d(2) (kernel 2, stride 2, no padding), the common case: one work-item per output
+ * row, two input rows read as float2s. Same rule as maxpool_forward: scan order (0,0), (0,1),
+ * (1,0), (1,1), strict '>', a NaN wins. */
+__kernel void maxpool2_forward(__global float *y, int yoff, __global int *argmax,
+                               __global const float *x, int xoff, int NC, int H, int W, int OH,
+                               int OW) {
+    int r = get_global_id(0);
+    if (r >= NC * OH) return;
+    int oh = r % OH, nc = r / OH;
+    __global const float *row0 = x + xoff + (nc * H + 2 * oh) * W, *row1 = row0 + W;
+    __global float *yr = y + yoff + r * OW;
+    __global int *ar = argmax + r * OW;
+    for (int ow = 0; ow < OW; ow++) {
+        float2 u = vload2(ow, row0), v = vload2(ow, row1);
+        float m = u.x;
+        int best = 0;
+        if (u.y > m || isnan(u.y)) m = u.y, best = 1;
+        if (v.x > m || isnan(v.x)) m = v.x, best = W;
+        if (v.y > m || isnan(v.y)) m = v.y, best = W + 1;
+        yr[ow] = m;
+        ar[ow] = 2 * oh * W + 2 * ow + best;
+    }
+}
+
+/* gx[n,c,ih,iw] = sum of gy over the outputs whose argmax is this pixel. Gather form: windows
+ * may overlap (stride < K), and a fixed summation order keeps runs repeatable. */
+__kernel void maxpool_backward(__global float *gx, int gxoff, __global const float *gy,
+                               int gyoff, __global const int *argmax, int NC, int H, int W,
+                               int K, int stride, int pad, int OH, int OW) {
+    int i = get_global_id(0);
+    if (i >= NC * H * W) return;
+    int iw = i % W, ih = (i / W) % H, nc = i / (W * H);
+    int idx = ih * W + iw;
+    /* Outputs whose window [oh*s - p, oh*s - p + K) contains ih. */
+    int oh_lo = max(0, (ih + pad - K + stride) / stride);
+    int oh_hi = min(OH - 1, (ih + pad) / stride);
+    int ow_lo = max(0, (iw + pad - K + stride) / stride);
+    int ow_hi = min(OW - 1, (iw + pad) / stride);
+    float acc = 0.0f;
+    for (int oh = oh_lo; oh <= oh_hi; oh++)
+        for (int ow = ow_lo; ow <= ow_hi; ow++) {
+            int o = (nc * OH + oh) * OW + ow;
+            if (argmax[o] == idx) acc += gy[gyoff + o];
+        }
+    gx[gxoff + i] = acc;
+}
+
+/* The backward of maxpool2_forward: one work-item per output row writes both input rows of
+ * its windows whole (gy at the argmax, zeros elsewhere), plus the odd column or row that no
+ * window covers, so no separate zero fill is needed. */
+__kernel void maxpool2_backward(__global float *gx, int gxoff, __global const float *gy,
+                                int gyoff, __global const int *argmax, int NC, int H, int W,
+                                int OH, int OW) {
+    int r = get_global_id(0);
+    if (r >= NC * OH) return;
+    int oh = r % OH, nc = r / OH;
+    __global float *g0 = gx + gxoff + (nc * H + 2 * oh) * W, *g1 = g0 + W;
+    __global const float *gr = gy + gyoff + r * OW;
+    __global const int *ar = argmax + r * OW;
+    int ow = 0;
+    /* eight windows at a time: two 16-wide input rows per step */
+    const uint16 mix = (uint16)(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    for (; ow + 8 <= OW; ow += 8) {
+        float8 v = vload8(0, gr + ow), z = (float8)(0.0f);
+        int8 b = vload8(0, ar + ow) - (2 * oh * W + 2 * ow + 2 * (int8)(0, 1, 2, 3, 4, 5, 6, 7));
+        vstore16(shuffle2(select(z, v, b == 0), select(z, v, b == 1), mix), 0, g0 + 2 * ow);
+        vstore16(shuffle2(select(z, v, b == W), select(z, v, b == W + 1), mix), 0, g1 + 2 * ow);
+    }
+    for (; ow < OW; ow++) {
+        float v = gr[ow];
+        int b = ar[ow] - 2 * oh * W - 2 * ow;
+        g0[2 * ow] = b == 0 ? v : 0.0f;
+        g0[2 * ow + 1] = b == 1 ? v : 0.0f;
+        g1[2 * ow] = b == W ? v : 0.0f;
+        g1[2 * ow + 1] = b == W + 1 ? v : 0.0f;
+    }
+    if (W > 2 * OW) g0[W - 1] = g1[W - 1] = 0.0f;
+    if (oh == OH - 1)
+        for (int i = (2 * OH) * W; i < H * W; i++) g0[i - 2 * oh * W] = 0.0f;
+}
+
+/* Non-overlapping windows (stride >= K): each input pixel belongs to at most one window, so
+ * the gradient is a scatter of gy to the argmax positions of a zeroed gx; one work-item per
+ * output. Much cheaper than the gather above, and still free of write conflicts. */
+__kernel void maxpool_backward_scatter(__global float *gx, int gxoff, __global const float *gy,
+                                       int gyoff, __global const int *argmax, int NC, int H,
+                                       int W, int OH, int OW) {
+    int o = get_global_id(0);
+    if (o >= NC * OH * OW) return;
+    int nc = o / (OH * OW);
+    gx[gxoff + nc * H * W + argmax[o]] = gy[gyoff + o];
+}

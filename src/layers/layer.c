@@ -1,0 +1,136 @@
+/* What every layer shares: the registry's table, node set-up, algorithm names, the default
+ * plan of a layer with one way per pass, PyTorch's fan-in initialisation, and two small
+ * kernels' launches (bias gradient, fill). */
+#include "layer.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "registry.h"
+
+#define X(UPPER, lower, kernels) extern const clcnn_layer_ops clcnn_##lower##_ops;
+CLCNN_LAYER_LIST(X, CLCNN_LAYER_NO_KERNELS_)
+#undef X
+
+static const clcnn_layer_ops *const table[] = {
+#define X(UPPER, lower, kernels) [CLCNN_LAYER_##UPPER] = &clcnn_##lower##_ops,
+    CLCNN_LAYER_LIST(X, CLCNN_LAYER_NO_KERNELS_)
+#undef X
+};
+
+const clcnn_layer_ops *clcnn_layer_ops_of(clcnn_layer_kind kind) {
+    if ((int)kind < 0 || (size_t)kind >= sizeof table / sizeof table[0]) return NULL;
+    return table[kind];
+}
+
+const char *clcnn_algo_name(clcnn_algo a) {
+    static const char *const names[CLCNN_ALGO_COUNT] = {
+        [CLCNN_ALGO_NONE] = "-",
+        [CLCNN_ALGO_KERNEL] = "kernel",
+        [CLCNN_ALGO_GEMM] = "gemm",
+        [CLCNN_ALGO_VIEW] = "view",
+        [CLCNN_ALGO_DIRECT] = "direct",
+        [CLCNN_ALGO_DIRECT_POOL] = "direct+pool",
+        [CLCNN_ALGO_IM2COL] = "im2col",
+        [CLCNN_ALGO_WGRAD_ROWS] = "wgrad-rows",
+        [CLCNN_ALGO_WGRAD_LANES] = "wgrad-lanes",
+        [CLCNN_ALGO_WGRAD_TUNED] = "wgrad-tuned",
+        [CLCNN_ALGO_FLIP_DIRECT] = "flip-direct",
+        [CLCNN_ALGO_FLIP_IM2COL] = "flip-im2col",
+        [CLCNN_ALGO_COL2IM] = "col2im",
+    };
+    return (int)a >= 0 && a < CLCNN_ALGO_COUNT && names[a] ? names[a] : "?";
+}
+
+int clcnn_params_add(clcnn_params *pl, int layer, const char *kind, int ndim,
+                     const int64_t *shape) {
+    if (pl->n >= pl->cap) return -1;
+    clcnn_param *p = &pl->p[pl->n];
+    snprintf(p->name, sizeof p->name, "%d.%s", layer, kind);
+    p->ndim = ndim;
+    p->numel = 1;
+    for (int d = 0; d < ndim; d++)
+        p->shape[d] = shape[d], p->numel *= (size_t)shape[d];
+    p->off = pl->total;
+    pl->total += p->numel;
+    return pl->n++;
+}
+
+clcnn_status clcnn_node_init(clcnn_node *n, const clcnn_layer_desc *d, int layer, clcnn_shape x,
+                             clcnn_params *pl, clcnn_error *e) {
+    char where[96];
+    const char *torch = clcnn_layer_kind_name(d->kind);
+    memset(n, 0, sizeof *n);
+    n->ops = clcnn_layer_ops_of(d->kind);
+    CLCNN_ASSERT(n->ops != NULL);
+    n->d = *d;
+    n->layer = layer, n->n_layers = 1;
+    n->n_in = 1, n->in[0] = layer - 1, n->in[1] = -1;
+    n->x = x;
+    n->param0 = pl->n;
+    snprintf(where, sizeof where, "layer %d (%s, column %d)", layer, torch, d->pos);
+    clcnn_status st = n->ops->shape(n, pl, e, where);
+    if (st) return st;
+    n->n_params = pl->n - n->param0;
+    if ((long long)n->y.c * n->y.h * n->y.w > (1LL << 28))
+        return clcnn_fail(e, CLCNN_ERR_SHAPE,
+                          "%s output of %d x %d x %d is too large (at most 2^28 elements per "
+                          "sample)",
+                          where, n->y.c, n->y.h, n->y.w);
+    snprintf(n->label[0], sizeof n->label[0], "%d %s forward", layer, torch);
+    snprintf(n->label[1], sizeof n->label[1], "%d %s backward", layer, torch);
+    return CLCNN_SUCCESS;
+}
+
+int clcnn_algos_one(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
+    (void)ctx;
+    if (pass == CLCNN_PASS_FORWARD) return out[0] = CLCNN_ALGO_KERNEL, 1;
+    if (pass == CLCNN_PASS_WGRAD) return n->n_params ? (out[0] = CLCNN_ALGO_KERNEL, 1) : 0;
+    return n->need_gx ? (out[0] = CLCNN_ALGO_KERNEL, 1) : 0;
+}
+
+void clcnn_plan_rules_one(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *f) {
+    (void)f;
+    for (int p = 0; p < CLCNN_PASS_COUNT; p++) {
+        clcnn_algo a[4];
+        n->algo[p] = n->ops->algos(ctx, n, p, a) > 0 ? a[0] : CLCNN_ALGO_NONE;
+    }
+}
+
+void clcnn_init_fan_in(const clcnn_node *n, const clcnn_param *params, float *host,
+                       clcnn_rng *rng) {
+    const clcnn_param *w = &params[n->param0];
+    size_t fan_in = w->numel / (size_t)w->shape[0];
+    double bound = 1.0 / sqrt((double)fan_in);
+    for (int pi = n->param0; pi < n->param0 + n->n_params; pi++) {
+        const clcnn_param *p = &params[pi];
+        for (size_t j = 0; j < p->numel; j++)
+            host[p->off + j] = (float)(-bound + 2.0 * bound * clcnn_rng_uniform(rng));
+    }
+}
+
+clcnn_status clcnn_bias_grad(clcnn_context *ctx, cl_mem grads, int boff, cl_mem g, int goff, int N,
+                             int OC, int hw) {
+    clcnn_kern *kb = clcnn_kernel(ctx, CLCNN_K_bias_grad);
+    int acc = 0;
+    clcnn_args a = {kb->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, grads);
+    CLCNN_ARG(&a, boff);
+    CLCNN_ARG(&a, g);
+    CLCNN_ARG(&a, goff);
+    CLCNN_ARG(&a, N);
+    CLCNN_ARG(&a, OC);
+    CLCNN_ARG(&a, hw);
+    CLCNN_ARG(&a, acc);
+    return clcnn_launch_items(ctx, kb, &a, (size_t)OC);
+}
+
+clcnn_status clcnn_fill(clcnn_context *ctx, cl_mem buf, int off, int n, float value) {
+    clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_fill_f32);
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, buf);
+    CLCNN_ARG(&a, off);
+    CLCNN_ARG(&a, n);
+    CLCNN_ARG(&a, value);
+    return clcnn_launch1d(ctx, k, &a, (size_t)n);
+}

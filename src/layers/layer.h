@@ -1,0 +1,176 @@
+/* A layer as one unit. Each layer kind has one host file (src/layers/<kind>.c), one kernel file
+ * (cl/<kind>.cl) and one line in registry.h, and exports one clcnn_layer_ops table: its spec
+ * syntax, shapes and parameters (with PyTorch's names and initialisation), its plan (which
+ * algorithm each pass takes, and the workspace that needs) and its forward and backward
+ * passes. The model (src/model.c) builds a graph of nodes from the spec, asks each node's ops
+ * for its plan, sizes the buffers from it and runs the passes; it knows nothing of any kind.
+ *
+ * Buffers are device memory with element offsets 0; a node's passes see them through
+ * clcnn_io. Backward passes overwrite the gradients they produce (each step starts from zero,
+ * as after PyTorch's zero_grad); a NULL gx[i] skips that input gradient. */
+#ifndef CLCNN_LAYERS_LAYER_H
+#define CLCNN_LAYERS_LAYER_H
+
+#include "context.h"
+#include "rng.h"
+#include "spec.h"
+
+/* The algorithm a pass takes. The plan records one per pass (forward, weight gradient, input
+ * gradient); `clcnn_train --plan` prints their names. */
+typedef enum clcnn_algo {
+    CLCNN_ALGO_NONE = 0,     /* the pass does not run (no parameters, no input gradient) */
+    CLCNN_ALGO_KERNEL,       /* the layer's only way: its own kernels */
+    CLCNN_ALGO_GEMM,         /* one GEMM (linear) */
+    CLCNN_ALGO_VIEW,         /* no work: the output is the input's buffer (flatten) */
+    CLCNN_ALGO_DIRECT,       /* convolution over a padded copy of the input, no im2col */
+    CLCNN_ALGO_DIRECT_POOL,  /* the direct convolution with a MaxPool2d(2) in its store */
+    CLCNN_ALGO_IM2COL,       /* im2col + GEMM (forward, or the weight gradient) */
+    CLCNN_ALGO_WGRAD_ROWS,   /* weight gradient: gy as pixel rows, GEMM against the padded x */
+    CLCNN_ALGO_WGRAD_LANES,  /* weight gradient: gy read in place, reduced across lanes */
+    CLCNN_ALGO_WGRAD_TUNED,  /* rows or lanes, whichever the autotuner times faster */
+    CLCNN_ALGO_FLIP_DIRECT,  /* input gradient: gy convolved with the flipped weights, direct */
+    CLCNN_ALGO_FLIP_IM2COL,  /* the same convolution through im2col + GEMM */
+    CLCNN_ALGO_COL2IM,       /* input gradient: GEMM into columns, then col2im */
+    CLCNN_ALGO_COUNT
+} clcnn_algo;
+
+/* "direct", "direct+pool", "im2col", "wgrad-rows", ... ("?" outside the enum). */
+const char *clcnn_algo_name(clcnn_algo a);
+
+/* The passes a plan records an algorithm for. */
+enum { CLCNN_PASS_FORWARD, CLCNN_PASS_WGRAD, CLCNN_PASS_DGRAD, CLCNN_PASS_COUNT };
+
+/* Per-sample tensor shape; a flat tensor is (features, 1, 1) with flat = 1. */
+typedef struct clcnn_shape {
+    int c, h, w, flat;
+} clcnn_shape;
+
+/* The shape of one convolution, derived from its node. */
+typedef struct clcnn_conv2d_shape {
+    int C, H, W, OC, K, stride, pad, OH, OW, bias;
+} clcnn_conv2d_shape;
+
+/* A parameter tensor: its state_dict name, PyTorch shape and place in the one allocation. */
+typedef struct clcnn_param {
+    char name[32]; /* "<layer index>.weight" / ".bias" */
+    int ndim;
+    int64_t shape[4];
+    size_t numel;
+    size_t off; /* element offset in the parameter (and gradient, state) buffers */
+} clcnn_param;
+
+/* Device buffers in floats a node needs for a batch, beyond its output and gradient. The shared
+ * ones (col, rows, xpad, wflip) are one allocation for the whole model, sized by the largest
+ * node; the others are the node's own. */
+typedef struct clcnn_node_ws {
+    size_t col, rows, xpad, wflip; /* shared scratch */
+    size_t keep_col, keep_pad;     /* kept from the forward for the backward */
+    size_t aux;                    /* ints: a pool's argmax */
+    size_t pre;                    /* a fused node's inner output gradient (conv before pool) */
+    int chunk;                     /* images per im2col chunk */
+} clcnn_node_ws;
+
+struct clcnn_layer_ops;
+
+/* One node of the graph: a spec layer, or two fused into one (a convolution and the
+ * MaxPool2d(2) after it), with its inputs, shapes, parameters and plan. */
+typedef struct clcnn_node {
+    const struct clcnn_layer_ops *ops;
+    clcnn_layer_desc d;     /* the spec layer (the first, for a fused node) */
+    clcnn_layer_desc fused; /* the fused layer (kind and arguments); valid when n_layers == 2 */
+    int layer, n_layers;    /* index of the first spec layer it covers, and how many */
+    int n_in, in[2];        /* input nodes; -1 is the model's input */
+    clcnn_shape x, y;       /* per-sample input (of in[0]) and output */
+    int param0, n_params;   /* its parameters: params[param0 .. param0 + n_params) */
+    int need_gx;            /* whether some node before it has parameters */
+    clcnn_algo algo[CLCNN_PASS_COUNT];
+    clcnn_conv2d_shape conv; /* convolution nodes */
+    double flops;            /* forward multiply-adds x 2 per sample */
+    char label[2][48];       /* profiling section names: forward, backward */
+} clcnn_node;
+
+/* What a pass sees: the context, the shared scratch, the parameter and gradient buffers with
+ * the offsets of the node's first two parameters (weight, bias; -1 when absent), its inputs,
+ * output and their gradients, and its own kept buffers. */
+typedef struct clcnn_io {
+    clcnn_context *ctx;
+    cl_mem col, rows, xpad, wflip; /* shared scratch, sized by the plan */
+    cl_mem params, grads;
+    int woff, boff;
+    cl_mem x[2], gx[2]; /* gx[i] NULL: that input's gradient is not needed */
+    cl_mem y, gy;
+    cl_mem aux, keep_col, keep_pad, pre;
+    clcnn_node_ws ws; /* what was allocated for this batch */
+    int N;
+} clcnn_io;
+
+/* Parameter list a node's shape function appends to. */
+typedef struct clcnn_params {
+    clcnn_param *p;
+    int n, cap;
+    size_t total; /* floats so far */
+} clcnn_params;
+
+/* Appends parameter `<layer>.<kind>` of the given shape; returns its index, -1 when full. */
+int clcnn_params_add(clcnn_params *pl, int layer, const char *kind, int ndim,
+                     const int64_t *shape);
+
+/* Forced algorithms (CLCNN_ALGO_NONE: the rules decide). A force that the node cannot take is
+ * ignored (the rules decide that pass). */
+typedef struct clcnn_plan_force {
+    clcnn_algo algo[CLCNN_PASS_COUNT];
+} clcnn_plan_force;
+
+/* A layer kind's operations. init, can_fuse and workspace may be NULL (no parameters to
+ * initialise, never fuses, no buffers beyond its output and gradient); the rest may not. */
+typedef struct clcnn_layer_ops {
+    const clcnn_layer_syntax *syntax; /* spec name, arguments, canonical text */
+    /* Output shape and parameters from n->x and n->d; a shape error names `where`. */
+    clcnn_status (*shape)(clcnn_node *n, clcnn_params *pl, clcnn_error *e, const char *where);
+    /* PyTorch's default initialisation of the node's parameters, into host memory laid out as
+     * the parameter buffer (NULL: nothing to initialise). */
+    void (*init)(const clcnn_node *n, const clcnn_param *params, float *host, clcnn_rng *rng);
+    /* Whether n can absorb `next` (its only consumer) into one fused node; NULL: never. */
+    int (*can_fuse)(const clcnn_context *ctx, const clcnn_node *n, const clcnn_node *next);
+    /* The algorithms that can run pass `pass` of n (at most 4, written to out); returns how
+     * many. Used by the planner and by tests that run every one. */
+    int (*algos)(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out);
+    /* Chooses n->algo[] by the rules for ctx's device (honouring force where possible). */
+    void (*plan)(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *force);
+    /* Buffers a batch of N needs under n's plan. */
+    void (*workspace)(const clcnn_context *ctx, const clcnn_node *n, int N, clcnn_node_ws *ws);
+    clcnn_status (*forward)(const clcnn_node *n, const clcnn_io *io);
+    clcnn_status (*backward)(const clcnn_node *n, const clcnn_io *io);
+} clcnn_layer_ops;
+
+/* The ops of a layer kind (registry.c). */
+const clcnn_layer_ops *clcnn_layer_ops_of(clcnn_layer_kind kind);
+
+/* Sets up a node for spec layer `d` (index `layer`) on a per-sample input x: shape and
+ * parameters (appended to pl), labels, flops. Errors name the layer and its spec column. */
+clcnn_status clcnn_node_init(clcnn_node *n, const clcnn_layer_desc *d, int layer, clcnn_shape x,
+                             clcnn_params *pl, clcnn_error *e);
+
+/* The output of a K x K window with the node's stride and pad (conv, maxpool) on a C x H x W
+ * input: y = (x.c, OH, OW); a flat input or a window larger than the padded input is a shape
+ * error naming `where`. */
+clcnn_status clcnn_window_shape(clcnn_node *n, clcnn_error *e, const char *where);
+
+/* Default algorithm choice shared by the layers that have one way per pass. */
+int clcnn_algos_one(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out);
+void clcnn_plan_rules_one(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *f);
+
+/* PyTorch's default for conv and linear: weight and bias U(+-1/sqrt(fan_in)), fan_in = the
+ * weight's numel / its first dimension, drawn in order weight then bias. */
+void clcnn_init_fan_in(const clcnn_node *n, const clcnn_param *params, float *host,
+                       clcnn_rng *rng);
+
+/* gb[boff + c] = sum over n < N and p < hw of g[(n*C + c)*hw + p] (a conv layer's bias
+ * gradient; hw = 1 for a linear layer's). */
+clcnn_status clcnn_bias_grad(clcnn_context *ctx, cl_mem grads, int boff, cl_mem g, int goff, int N,
+                             int C, int hw);
+
+/* Writes `n` floats of `value` into buf from element off. */
+clcnn_status clcnn_fill(clcnn_context *ctx, cl_mem buf, int off, int n, float value);
+
+#endif

@@ -1,0 +1,26 @@
+/* The layer registry: one line per layer kind. Each line X(UPPER, lower, KERNELS) declares the
+ * kind CLCNN_LAYER_UPPER, whose unit is src/layers/lower.c (host side: spec syntax, shapes,
+ * parameters, plan, forward, backward; it defines clcnn_lower_syntax and clcnn_lower_ops),
+ * cl/lower.cl (its kernels, each named in KERNELS as K(name): the context resolves them into
+ * its kernel table as CLCNN_K_name) and tests/ref/lower.c (the double-precision reference).
+ * Adding a layer adds its line here and nothing else outside its own files. The order is the
+ * order of the enum. */
+#ifndef CLCNN_LAYERS_REGISTRY_H
+#define CLCNN_LAYERS_REGISTRY_H
+
+/* clang-format off */
+#define CLCNN_LAYER_LIST(X, K)                                                                     \
+    X(CONV2D, conv2d, K(im2col) K(rows_to_nchw_bias) K(nchw_to_rows) K(col2im) K(flip_weights)     \
+      K(pad_input) K(conv_direct_s1) K(conv_direct_s1_w8) K(conv_wgrad_s1) K(gy_to_rows_pad)       \
+      K(conv_wgrad_rows) K(pool2_grad_to_rows))                                                    \
+    X(MAXPOOL2D, maxpool2d, K(maxpool_forward) K(maxpool2_forward) K(maxpool_backward)             \
+      K(maxpool2_backward) K(maxpool_backward_scatter))                                            \
+    X(RELU, relu, K(relu_forward) K(relu_backward))                                                \
+    X(FLATTEN, flatten, )                                                                          \
+    X(LINEAR, linear, K(bias_add))
+/* clang-format on */
+
+/* For CLCNN_LAYER_LIST's K when the kernels are not wanted. */
+#define CLCNN_LAYER_NO_KERNELS_(name)
+
+#endif

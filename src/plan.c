@@ -1,0 +1,134 @@
+/* From the spec's layers to a planned graph: one node per layer, each with its inputs, shapes
+ * and parameters; every node's algorithms chosen by its layer's rules for the device (or
+ * forced); then fusions as rewrites of the graph (a node absorbs its only consumer). The step
+ * (model.c) runs what the plan says and decides nothing. */
+#include "plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether node `i` feeds exactly one node, `j`, as its only input. */
+static int only_link(const clcnn_model *m, int i, int j) {
+    const clcnn_node *b = &m->nodes[j];
+    if (b->n_in != 1 || b->in[0] != i) return 0;
+    for (int k = 0; k < m->n_nodes; k++)
+        for (int s = 0; s < m->nodes[k].n_in && k != j; s++)
+            if (m->nodes[k].in[s] == i) return 0;
+    return 1;
+}
+
+void clcnn_node_absorb(const clcnn_context *ctx, clcnn_node *a, const clcnn_node *b,
+                       const clcnn_plan_force *force) {
+    a->y = b->y;
+    a->fused = b->d;
+    a->n_layers += b->n_layers;
+    snprintf(a->label[0], sizeof a->label[0], "%d %s+%s forward", a->layer,
+             clcnn_layer_kind_name(a->d.kind), clcnn_layer_kind_name(b->d.kind));
+    snprintf(a->label[1], sizeof a->label[1], "%d %s+%s backward", a->layer,
+             clcnn_layer_kind_name(a->d.kind), clcnn_layer_kind_name(b->d.kind));
+    a->ops->plan(ctx, a, force);
+}
+
+/* Node i absorbs node i + 1, and later inputs are renumbered. */
+static void fuse(clcnn_model *m, int i, const clcnn_plan_force *force) {
+    clcnn_node *a = &m->nodes[i];
+    clcnn_node_absorb(m->ctx, a, &m->nodes[i + 1], force);
+    memmove(&m->nodes[i + 1], &m->nodes[i + 2], (size_t)(m->n_nodes - i - 2) * sizeof *a);
+    m->n_nodes--;
+    for (int k = 0; k < m->n_nodes; k++)
+        for (int s = 0; s < m->nodes[k].n_in; s++)
+            if (m->nodes[k].in[s] > i) m->nodes[k].in[s]--;
+}
+
+/* Checks of the whole model: flat logits at the end, something to train, a bounded size. */
+static clcnn_status check_model(clcnn_model *m, clcnn_params *pl) {
+    const clcnn_shape *y = &m->nodes[m->n_nodes - 1].y;
+    if (!y->flat)
+        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
+                          "the model ends with a %d x %d x %d output; cross-entropy needs flat "
+                          "logits: end with flatten and linear",
+                          y->c, y->h, y->w);
+    if (pl->n == 0)
+        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE, "the model has no parameters to train");
+    if (pl->total > (size_t)1 << 30)
+        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE, "the model has %zu parameters, over 2^30",
+                          pl->total);
+    m->out_size = y->c;
+    return CLCNN_SUCCESS;
+}
+
+clcnn_status clcnn_plan_build(clcnn_model *m, const clcnn_layer_desc *descs, int n,
+                              const clcnn_plan_force *force) {
+    clcnn_shape x = {m->in_c, m->in_h, m->in_w, 0};
+    clcnn_status st;
+    /* Per sample, no tensor may pass 2^28 elements (the input included): c * h * w then stays
+     * an int wherever it is formed, and a batch's buffers stay within reach of the batch check. */
+    if ((long long)x.c * x.h * x.w > (1LL << 28))
+        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
+                          "the input of %d x %d x %d = %lld elements per sample is too large "
+                          "(at most 2^28)",
+                          x.c, x.h, x.w, (long long)x.c * x.h * x.w);
+    clcnn_params pl = {calloc((size_t)n * 4 + 4, sizeof(clcnn_param)), 0, n * 4 + 4, 0};
+    m->nodes = calloc((size_t)n + 1, sizeof *m->nodes);
+    m->params = pl.p;
+    if (!m->nodes || !pl.p) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    for (int i = 0; i < n; i++) {
+        if ((st = clcnn_node_init(&m->nodes[i], &descs[i], i, x, &pl, &m->err))) return st;
+        x = m->nodes[i].y;
+    }
+    m->n_nodes = m->n_layers = n;
+    m->n_params = pl.n, m->total = pl.total;
+    if ((st = check_model(m, &pl))) return st;
+    for (int i = 0, seen = 0; i < n; i++) {
+        m->nodes[i].need_gx = seen;
+        seen = seen || m->nodes[i].n_params > 0;
+        m->nodes[i].ops->plan(m->ctx, &m->nodes[i], force);
+    }
+    for (int i = 0; i + 1 < m->n_nodes; i++) {
+        const clcnn_node *a = &m->nodes[i];
+        if (a->ops->can_fuse && only_link(m, i, i + 1) &&
+            a->ops->can_fuse(m->ctx, a, &m->nodes[i + 1]))
+            fuse(m, i, force);
+    }
+    return CLCNN_SUCCESS;
+}
+
+/* Bytes a node's buffers take for a batch: its own and its share of the scratch. */
+static double node_bytes(const clcnn_node_ws *w) {
+    return 4.0 * (double)(w->col + w->rows + w->xpad + w->wflip + w->keep_col + w->keep_pad +
+                          w->aux + w->pre);
+}
+
+size_t clcnn_plan_format(const clcnn_model *m, int N, char *buf, size_t size) {
+    size_t used = 0;
+    if (buf && size) buf[0] = '\0';
+    clcnn_appendf(buf, size, &used, "%-4s %-20s %-7s %-12s %-12s %-12s %-12s %s\n", "node", "layer",
+           "input", "output", "forward", "wgrad", "dgrad", "workspace");
+    for (int i = 0; i < m->n_nodes; i++) {
+        const clcnn_node *n = &m->nodes[i];
+        char name[48], in[16] = "", out[32];
+        clcnn_node_ws w = {0};
+        if (n->n_layers == 2)
+            snprintf(name, sizeof name, "%d-%d %s+%s", n->layer, n->layer + 1,
+                     clcnn_layer_kind_name(n->d.kind), clcnn_layer_kind_name(n->fused.kind));
+        else
+            snprintf(name, sizeof name, "%d %s", n->layer, clcnn_layer_kind_name(n->d.kind));
+        for (int s = 0; s < n->n_in; s++) {
+            size_t l = strlen(in);
+            if (n->in[s] < 0)
+                snprintf(in + l, sizeof in - l, "%sinput", s ? "," : "");
+            else
+                snprintf(in + l, sizeof in - l, "%s%d", s ? "," : "", n->in[s]);
+        }
+        if (n->y.flat)
+            snprintf(out, sizeof out, "%d", n->y.c);
+        else
+            snprintf(out, sizeof out, "%dx%dx%d", n->y.c, n->y.h, n->y.w);
+        if (n->ops->workspace) n->ops->workspace(m->ctx, n, N, &w);
+        clcnn_appendf(buf, size, &used, "%-4d %-20s %-7s %-12s %-12s %-12s %-12s %.1f KiB\n", i, name, in,
+               out, clcnn_algo_name(n->algo[0]), clcnn_algo_name(n->algo[1]),
+               clcnn_algo_name(n->algo[2]), node_bytes(&w) / 1024.0);
+    }
+    return used;
+}

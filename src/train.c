@@ -1,0 +1,181 @@
+/* The training loop: batches gathered on the device from a data set, epochs in the order that
+ * (seed, epoch) fixes (resumable at any batch), progress and per-batch hooks, and evaluation. */
+#include <math.h>
+#include <string.h>
+
+#include "data/device_dataset.h"
+#include "model.h"
+
+/* Gathers samples [first, first+n) (through the epoch's order when use_order) into the model's
+ * input and label buffers. */
+static clcnn_status stage(clcnn_model *m, clcnn_dataset *ds, int first, int n, int use_order) {
+    clcnn_status st;
+    if (!m || !ds) return CLCNN_ERR_INVALID_ARGUMENT;
+    if (ds->ctx != m->ctx)
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+                          "the data set and the model belong to different contexts");
+    if (ds->c != m->in_c || ds->h != m->in_h || ds->w != m->in_w)
+        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
+                          "the data set's images are %d x %d x %d but the model takes %d x %d x %d",
+                          ds->c, ds->h, ds->w, m->in_c, m->in_h, m->in_w);
+    if (ds->max_label >= m->out_size)
+        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
+                          "the data set has label %d but the model has only %d outputs",
+                          ds->max_label, m->out_size);
+    if (n <= 0 || first < 0 || first > ds->n - n)
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+                          "samples %d..%d are outside the data set of %d", first, first + n - 1,
+                          ds->n);
+    if ((st = clcnn_model_reserve(m, n))) return st;
+    clcnn_kern *k = clcnn_kernel(m->ctx, CLCNN_K_gather_batch);
+    int hw = ds->h * ds->w;
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, m->act[0]);
+    CLCNN_ARG(&a, m->labels);
+    CLCNN_ARG(&a, ds->images);
+    CLCNN_ARG(&a, ds->labels);
+    CLCNN_ARG(&a, ds->order);
+    CLCNN_ARG(&a, use_order);
+    CLCNN_ARG(&a, first);
+    CLCNN_ARG(&a, n);
+    CLCNN_ARG(&a, ds->c);
+    CLCNN_ARG(&a, hw);
+    CLCNN_ARG(&a, ds->norm);
+    st = clcnn_launch1d(m->ctx, k, &a, (size_t)n * ds->c * hw);
+    if (st) m->err = m->ctx->err;
+    return st;
+}
+
+clcnn_status clcnn_model_train_dataset(clcnn_model *m, clcnn_dataset *ds, int first, int n) {
+    clcnn_status st = stage(m, ds, first, n, 1);
+    if (st) return st;
+    return clcnn_model_train_staged(m, n);
+}
+
+clcnn_status clcnn_model_evaluate(clcnn_model *m, clcnn_dataset *ds, int batch_size,
+                                  double *mean_loss, int *correct) {
+    clcnn_status st;
+    if (!m || !ds) return CLCNN_ERR_INVALID_ARGUMENT;
+    if (batch_size <= 0)
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "batch size %d", batch_size);
+    for (int first = 0; first < ds->n; first += batch_size) {
+        int n = ds->n - first < batch_size ? ds->n - first : batch_size;
+        if ((st = stage(m, ds, first, n, 0))) return st;
+        if ((st = clcnn_model_forward(m, n))) return st;
+        if ((st = clcnn_model_loss(m, n, 0, 1, first > 0))) return st;
+    }
+    float sum = 0;
+    int hits = 0;
+    if ((st = clcnn_model_read_acc(m, &sum, &hits))) return st;
+    if (mean_loss) *mean_loss = (double)sum / ds->n;
+    if (correct) *correct = hits;
+    m->last_n = 0; /* the accumulators now hold a sum, not a batch's mean */
+    return CLCNN_SUCCESS;
+}
+
+void clcnn_train_options_defaults(clcnn_train_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->batch_size = 64;
+    o->shuffle = 1;
+    o->seed = 1;
+    o->every = 100;
+}
+
+/* Batches in an epoch of n samples: the last one partial, or dropped with drop_last. */
+static int64_t epoch_batches(int n, const clcnn_train_options *o) {
+    return o->drop_last ? n / o->batch_size : (n + (int64_t)o->batch_size - 1) / o->batch_size;
+}
+
+static clcnn_status check_options(clcnn_model *m, const clcnn_dataset *ds,
+                                  const clcnn_train_options *o) {
+    if (o->batch_size <= 0 || (o->progress && o->every <= 0))
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+                          "batch size %d and report interval %lld must be positive", o->batch_size,
+                          (long long)o->every);
+    int64_t nb = epoch_batches(ds->n, o);
+    if (o->start_batch < 0 || o->start_batch > nb || o->global_step < 0)
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+                          "start batch %lld (of %lld) and global step %lld: out of range",
+                          (long long)o->start_batch, (long long)nb, (long long)o->global_step);
+    return CLCNN_SUCCESS;
+}
+
+/* Hands the loss of batch b (0-based), just taken, to the progress callback; a loss that is
+ * not finite stops the epoch instead. *stop receives the callback's wish. */
+static clcnn_status report(clcnn_model *m, const clcnn_train_options *o, int64_t b, int64_t nb,
+                           int *stop) {
+    float loss = 0;
+    clcnn_status st = clcnn_model_last_loss(m, &loss, NULL);
+    if (st) return st;
+    if (!isfinite(loss))
+        return clcnn_fail(&m->err, CLCNN_ERR_NUMERIC, "the loss is %s at batch %lld of epoch %lld",
+                          isnan(loss) ? "NaN" : "infinite", (long long)(b + 1),
+                          (long long)o->epoch);
+    *stop = o->progress(o->user, b + 1, nb, loss) != 0;
+    return CLCNN_SUCCESS;
+}
+
+/* One epoch from batch o->start_batch on. `last_too` also reports after the epoch's last
+ * batch, as clcnn_model_train_epoch promises. *done: the epoch's batches taken so far. */
+static clcnn_status run_epoch(clcnn_model *m, clcnn_dataset *ds, const clcnn_train_options *o,
+                              int last_too, int64_t *done) {
+    clcnn_status st;
+    int stop = 0;
+    if ((st = check_options(m, ds, o))) return st;
+    *done = o->start_batch;
+    if ((st = clcnn_dataset_set_epoch(ds, o->seed, o->epoch, o->shuffle))) {
+        m->err = ds->err;
+        return st;
+    }
+    int64_t nb = epoch_batches(ds->n, o);
+    for (int64_t b = o->start_batch; b < nb && !stop; b++) {
+        int first = (int)(b * o->batch_size);
+        int n = ds->n - first < o->batch_size ? ds->n - first : o->batch_size;
+        if (o->hook && o->hook(o->hook_user, o->epoch, b, first, n)) break;
+        if ((st = clcnn_model_train_dataset(m, ds, first, n))) return st;
+        *done = b + 1;
+        int64_t steps = o->global_step + (b + 1 - o->start_batch);
+        if (o->progress && (steps % o->every == 0 || (last_too && b + 1 == nb)) &&
+            (st = report(m, o, b, nb, &stop)))
+            return st;
+    }
+    cl_int rc = clFinish(m->ctx->queue);
+    if (rc != CL_SUCCESS)
+        return clcnn_fail(&m->err, (clcnn_status)rc, "clFinish failed: %s",
+                          clcnn_cl_error_name(rc));
+    return CLCNN_SUCCESS;
+}
+
+clcnn_status clcnn_model_train_epoch_v2(clcnn_model *m, clcnn_dataset *ds,
+                                        const clcnn_train_options *o, int64_t *batches_done) {
+    int64_t done = 0;
+    clcnn_status st;
+    if (batches_done) *batches_done = 0;
+    if (!m || !ds) return CLCNN_ERR_INVALID_ARGUMENT;
+    if (!o) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL training options");
+    st = run_epoch(m, ds, o, 0, &done);
+    if (batches_done) *batches_done = done;
+    return st;
+}
+
+clcnn_status clcnn_model_train_epoch(clcnn_model *m, clcnn_dataset *ds, int batch_size,
+                                     uint64_t seed, int64_t epoch, int shuffle, int every,
+                                     clcnn_progress_fn fn, void *user, int64_t *batches_done) {
+    clcnn_train_options o;
+    int64_t done = 0;
+    clcnn_status st;
+    if (batches_done) *batches_done = 0;
+    if (!m || !ds) return CLCNN_ERR_INVALID_ARGUMENT;
+    clcnn_train_options_defaults(&o);
+    o.batch_size = batch_size;
+    o.seed = seed;
+    o.epoch = epoch;
+    o.shuffle = shuffle;
+    o.every = every;
+    o.progress = fn;
+    o.user = user;
+    st = run_epoch(m, ds, &o, 1, &done);
+    if (batches_done) *batches_done = done;
+    return st;
+}

@@ -1,0 +1,714 @@
+/* One table for every layer, after ggml's tests/test-backend-ops.cpp: each row (a layer spec,
+ * an input shape, a batch, whether the input gradient is wanted) runs on every visible device,
+ * every GEMM backend and every combination of algorithms its node can take (ops->algos, each
+ * forced through ops->plan), against the double-precision references of tests/ref/. A row of
+ * two layers is a fused node (a convolution that absorbed the MaxPool2d(2) after it), checked
+ * against the reference convolution followed by the reference pool. Every device buffer a pass
+ * writes or may read as scratch starts as NaN, so an element a pass forgets to write shows.
+ *
+ * Tolerance: fp32 device results against double references. Each output is a sum of up to
+ * R = C*K*K (or batch*pixels for weight gradients, a few thousand) products of values O(1);
+ * fp32 rounding gives a relative error around sqrt(R) * 6e-8 in the typical case and R * 6e-8
+ * in the worst. We allow 2e-5 of the tensor's largest magnitude (plus 1e-6 absolute), which
+ * covers R up to ~300 worst case and ~1e5 typical, and is far below any indexing mistake (those
+ * give errors of the order of the values themselves). A NaN must be where the reference has
+ * one; a pool's argmax must match exactly.
+ *
+ * Usage: test_layer_ops [--perf] [SUBSTRING]
+ *   --perf     also time each combination's forward and backward (GFLOP/s)
+ *   SUBSTRING  only the rows whose spec contains it
+ * Exits 1 on any failure, 77 when no device is visible. */
+#include <stdarg.h>
+#include <stdint.h>
+
+#include "layers/layer.h"
+#include "loss.h"
+#include "plan.h"
+#include "ref/ref.h"
+#include "rng.h"
+#include "spec.h"
+#include "testutil.h"
+
+/* How a row's input is drawn. */
+enum {
+    IN_RANDOM,  /* uniform in (-1, 1) */
+    IN_TIES,    /* a 0.25 grid over [-2, 2]: many pool windows hold equal maxima */
+    IN_ZERO,    /* zeros: a fused pool sees four equal values (the bias) in every window */
+    IN_SPECIAL, /* random, with every 7th element 0 and every 13th NaN */
+};
+
+typedef struct lo_case {
+    const char *spec; /* one layer, or a conv and the maxpool(2) it absorbs */
+    int c, h, w;      /* per-sample input; h = w = 0: c flat features */
+    int N, gx;        /* batch; whether the input gradient is wanted */
+    int input;        /* IN_* */
+    int chunk;        /* conv: scratch for this many images only, as for a batch too large for it */
+} lo_case;
+
+static const lo_case cases[] = {
+    {"conv(5,3,stride=2,pad=1)", 3, 7, 9, 2, 1, IN_RANDOM, 0}, /* odd, non-square, stride 2 */
+    {"conv(5,3,stride=2,pad=1)", 3, 7, 9, 2, 0, IN_RANDOM, 0}, /* the first layer: no gx */
+    {"conv(2,5,pad=2)", 1, 5, 5, 1, 1, IN_RANDOM, 0},          /* batch 1, pad 2 ("same") */
+    {"conv(3,1,bias=0)", 2, 6, 4, 3, 1, IN_RANDOM, 0},         /* 1x1 kernel, no bias */
+    {"conv(6,3)", 4, 8, 8, 2, 1, IN_RANDOM, 0},                /* pad 0 */
+    {"conv(4,4,stride=3,pad=2)", 3, 9, 7, 5, 1, IN_RANDOM, 0}, /* even kernel, stride 3 */
+    {"conv(2,3,stride=3,pad=1)", 1, 8, 11, 1, 1, IN_RANDOM, 0},
+    {"conv(4,3,stride=2,pad=2)", 2, 6, 5, 3, 1, IN_RANDOM, 0},
+    {"conv(3,3,pad=3)", 2, 5, 6, 2, 1, IN_RANDOM, 0},    /* pad > K-1: col2im is the only gx */
+    {"conv(4,2,pad=2)", 3, 4, 5, 3, 1, IN_RANDOM, 0},    /* pad > K-1, even kernel */
+    {"conv(8,5,pad=2)", 3, 12, 10, 7, 1, IN_RANDOM, 0},  /* an odd batch of 7 */
+    {"conv(8,5,pad=2)", 3, 12, 10, 7, 1, IN_RANDOM, 2},  /* the same in chunks of images */
+    {"conv(3,3,stride=2)", 2, 5, 7, 3, 1, IN_RANDOM, 2}, /* chunked, stride 2 */
+    {"conv(32,5,pad=2)", 3, 11, 13, 2, 1, IN_RANDOM, 0}, /* OC 32: full 8x32 CPU GEMM tiles */
+    {"conv(8,3,pad=1)", 3, 37, 40, 5, 1, IN_RANDOM, 0},  /* 7400 pixels: split-K weight grad */
+    {"conv(6,3,pad=1)", 5, 8, 8, 3, 1, IN_RANDOM, 0},    /* 8-wide maps: two rows per vector */
+    {"conv(5,3,pad=1)", 4, 9, 8, 2, 1, IN_RANDOM, 0},    /* 8 wide, odd height */
+    {"conv(9,3,pad=1)", 3, 6, 8, 2, 1, IN_RANDOM, 0},
+    {"conv(20,5,pad=2)", 8, 9, 10, 2, 1, IN_RANDOM, 0},       /* 200 taps: row-GEMM weight grad */
+    {"conv(40,5,pad=2,bias=0)", 6, 8, 8, 3, 1, IN_RANDOM, 0}, /* two 32-channel tiles */
+    {"conv(33,5,pad=2)", 6, 40, 40, 3, 1, IN_RANDOM, 0},      /* row GEMM in 3 batch slices */
+    /* conv + MaxPool2d(2), fused: the pool in the convolution's store */
+    {"conv(8,3,pad=1) maxpool(2)", 3, 8, 8, 3, 1, IN_RANDOM, 0},
+    {"conv(8,3,pad=1) maxpool(2)", 3, 8, 8, 3, 0, IN_RANDOM, 0},
+    {"conv(5,3,pad=1) maxpool(2)", 2, 7, 9, 1, 1, IN_RANDOM, 0}, /* odd: the last row drops */
+    {"conv(6,3) maxpool(2)", 4, 8, 8, 2, 1, IN_RANDOM, 0},
+    {"conv(6,3,pad=1) maxpool(2)", 5, 8, 8, 3, 1, IN_RANDOM, 0}, /* 8 wide */
+    {"conv(9,3,pad=1) maxpool(2)", 3, 6, 8, 2, 1, IN_RANDOM, 0}, /* 3 pooled rows */
+    {"conv(9,3,pad=1) maxpool(2)", 3, 6, 8, 2, 1, IN_ZERO, 0},   /* four-way ties everywhere */
+    {"conv(8,5,pad=2) maxpool(2)", 3, 12, 10, 7, 1, IN_ZERO, 0},
+    {"conv(20,5,pad=2) maxpool(2)", 8, 9, 10, 2, 0, IN_RANDOM, 0},
+    {"conv(40,5,pad=2,bias=0) maxpool(2)", 6, 8, 8, 3, 1, IN_RANDOM, 0},
+    {"conv(33,5,pad=2) maxpool(2)", 6, 12, 12, 3, 1, IN_RANDOM, 0},
+    /* maxpool: overlapping windows, ties, padding, gaps, the 2x2 fast path */
+    {"maxpool(3,stride=2)", 3, 7, 9, 2, 1, IN_TIES, 0},
+    {"maxpool(3,stride=2)", 3, 7, 9, 2, 1, IN_RANDOM, 0},
+    {"maxpool(2)", 2, 8, 8, 1, 1, IN_RANDOM, 0},
+    {"maxpool(2)", 3, 9, 7, 2, 1, IN_TIES, 0},  /* 2x2: odd sizes */
+    {"maxpool(2)", 2, 7, 37, 2, 1, IN_TIES, 0}, /* 2x2: 18 windows a row (vectors + tail) */
+    {"maxpool(3,stride=2,pad=1)", 2, 5, 7, 3, 1, IN_TIES, 0},
+    {"maxpool(3,stride=2,pad=1)", 2, 5, 7, 3, 1, IN_SPECIAL, 0}, /* NaN: the last one wins */
+    {"maxpool(2,stride=1)", 1, 6, 5, 2, 1, IN_TIES, 0},
+    {"maxpool(1)", 1, 1, 1, 1, 1, IN_RANDOM, 0},
+    {"maxpool(2,stride=3)", 2, 9, 10, 2, 1, IN_TIES, 0}, /* stride > K: gaps */
+    {"maxpool(3,stride=3,pad=1)", 1, 7, 7, 2, 1, IN_TIES, 0},
+    /* relu: exact zeros (no gradient) and NaN (passes through, with its gradient) */
+    {"relu", 7, 11, 13, 1, 1, IN_SPECIAL, 0},
+    {"relu", 3, 5, 4, 3, 1, IN_RANDOM, 0},
+    /* flatten: a view of its input */
+    {"flatten", 3, 4, 5, 2, 1, IN_RANDOM, 0},
+    {"flatten", 3, 4, 5, 1, 0, IN_RANDOM, 0},
+    /* linear */
+    {"linear(4)", 7, 0, 0, 3, 1, IN_RANDOM, 0},
+    {"linear(1)", 5, 0, 0, 1, 1, IN_RANDOM, 0},
+    {"linear(10)", 33, 0, 0, 65, 1, IN_RANDOM, 0},
+    {"linear(33)", 40, 0, 0, 70, 1, IN_RANDOM, 0},
+    {"linear(4,bias=0)", 7, 0, 0, 3, 1, IN_RANDOM, 0},
+    {"linear(10,bias=0)", 33, 0, 0, 65, 0, IN_RANDOM, 0},
+};
+
+/* The GEMM backends every row runs with. */
+static const struct {
+    clcnn_backend b;
+    const char *name;
+} backends[] = {
+    {CLCNN_BACKEND_CPU, "cpu"},
+    {CLCNN_BACKEND_OPENCL, "opencl"},
+    {CLCNN_BACKEND_CLBLAST, "clblast"},
+    {CLCNN_BACKEND_GPU, "gpu"},
+};
+
+enum { MAX_CTX = 64, PERF_REPEATS = 5, PAD_PARAM = 5 };
+
+typedef struct lo_ctx {
+    clcnn_context *ctx;
+    char name[48]; /* "d0 cpu" */
+} lo_ctx;
+
+/* A row made ready: its node (planned per context later), the inputs as the device gets them
+ * and the reference results. */
+typedef struct lo_host {
+    clcnn_node n;    /* unplanned; a fused row's convolution */
+    clcnn_node next; /* a fused row's pool, which n absorbs once planned */
+    int fused;
+    clcnn_param par[8];
+    clcnn_params pl;
+    char label[96];
+    size_t nx, ny;       /* floats of a batch's x and y */
+    float *x, *p, *gy;   /* inputs; p holds the parameters at their offsets */
+    double *y, *gx, *gp; /* reference output and gradients (gp at the parameters' offsets) */
+    int *am;             /* the reference argmax of a pool (plain or fused) */
+} lo_host;
+
+/* The device buffers of one run. */
+typedef struct lo_dev {
+    cl_mem x, y, gy, gx, p, g, aux, keep_col, keep_pad, pre, col, rows, xpad, wflip;
+} lo_dev;
+
+/* What one run found: the first failure, for its line. */
+typedef struct lo_result {
+    int ok;
+    char why[400];
+} lo_result;
+
+static int perf_mode;
+
+static void fail(lo_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(lo_result *r, const char *fmt, ...) {
+    if (!r->ok) return; /* keep the first */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->why, sizeof r->why, fmt, ap);
+    va_end(ap);
+    r->ok = 0;
+}
+
+static double *to_double(const float *f, size_t n) {
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    CLCNN_ASSERT(d != NULL);
+    for (size_t i = 0; i < n; i++)
+        d[i] = f[i];
+    return d;
+}
+
+static float *draw(clcnn_rng *rng, size_t n, double scale, int how) {
+    float *f = malloc((n ? n : 1) * sizeof *f);
+    CLCNN_ASSERT(f != NULL);
+    for (size_t i = 0; i < n; i++) {
+        double u = (2.0 * clcnn_rng_uniform(rng) - 1.0) * scale;
+        f[i] = how == IN_ZERO ? 0.0f : how == IN_TIES ? (float)(floor(u * 8.0) / 4.0) : (float)u;
+        if (how == IN_SPECIAL && i % 7 == 0) f[i] = 0.0f;
+        if (how == IN_SPECIAL && i % 13 == 5) f[i] = NAN;
+    }
+    return f;
+}
+
+/* The reference of a convolution node (plain, or with its fused pool), from double copies of
+ * the inputs; w and b point into the parameters, gw and gb into h->gp. */
+static void ref_conv(lo_host *h, const lo_case *c, const double *x, const double *w,
+                     const double *b, const double *gy, double *gw, double *gb) {
+    const clcnn_conv2d_shape *s = &h->n.conv;
+    const clcnn_layer_desc *p = &h->next.d;
+    double *gx = c->gx ? h->gx : NULL;
+    if (!h->fused) {
+        clcnn_ref_conv2d_forward(h->y, x, w, b, c->N, s->C, s->H, s->W, s->OC, s->K, s->stride,
+                                 s->pad);
+        clcnn_ref_conv2d_backward(gx, gw, gb, gy, x, w, c->N, s->C, s->H, s->W, s->OC, s->K,
+                                  s->stride, s->pad);
+        return;
+    }
+    size_t ny = (size_t)c->N * s->OC * s->OH * s->OW;
+    double *yc = calloc(ny, sizeof *yc), *gyc = calloc(ny, sizeof *gyc);
+    CLCNN_ASSERT(yc && gyc);
+    clcnn_ref_conv2d_forward(yc, x, w, b, c->N, s->C, s->H, s->W, s->OC, s->K, s->stride, s->pad);
+    clcnn_ref_maxpool2d_forward(h->y, h->am, yc, c->N, s->OC, s->OH, s->OW, p->kernel, p->stride,
+                                p->pad);
+    clcnn_ref_maxpool2d_backward(gyc, gy, h->am, c->N, s->OC, s->OH, s->OW, p->kernel, p->stride,
+                                 p->pad);
+    clcnn_ref_conv2d_backward(gx, gw, gb, gyc, x, w, c->N, s->C, s->H, s->W, s->OC, s->K, s->stride,
+                              s->pad);
+    free(yc), free(gyc);
+}
+
+/* h->y, h->am, h->gx and h->gp from h->x, h->p and h->gy. */
+static void reference(lo_host *h, const lo_case *c) {
+    const clcnn_node *n = &h->n;
+    const clcnn_layer_desc *d = &n->d;
+    double *x = to_double(h->x, h->nx), *p = to_double(h->p, h->pl.total);
+    double *gy = to_double(h->gy, h->ny), *gx = c->gx ? h->gx : NULL;
+    size_t woff = n->n_params > 0 ? h->par[n->param0].off : 0;
+    size_t boff = n->n_params > 1 ? h->par[n->param0 + 1].off : 0;
+    double *w = p + woff, *b = n->n_params > 1 ? p + boff : NULL;
+    double *gw = h->gp + woff, *gb = n->n_params > 1 ? h->gp + boff : NULL;
+    int N = c->N, plane = n->x.c * n->x.h * n->x.w;
+    switch (d->kind) {
+    case CLCNN_LAYER_CONV2D: ref_conv(h, c, x, w, b, gy, gw, gb); break;
+    case CLCNN_LAYER_MAXPOOL2D:
+        clcnn_ref_maxpool2d_forward(h->y, h->am, x, N, n->x.c, n->x.h, n->x.w, d->kernel, d->stride,
+                                    d->pad);
+        clcnn_ref_maxpool2d_backward(h->gx, gy, h->am, N, n->x.c, n->x.h, n->x.w, d->kernel,
+                                     d->stride, d->pad);
+        break;
+    case CLCNN_LAYER_RELU:
+        clcnn_ref_relu_forward(h->y, x, N * plane);
+        clcnn_ref_relu_backward(h->gx, gy, h->y, N * plane);
+        break;
+    case CLCNN_LAYER_FLATTEN: /* the identity both ways */
+        memcpy(h->y, x, h->nx * sizeof *x);
+        if (gx) memcpy(gx, gy, h->ny * sizeof *gy);
+        break;
+    case CLCNN_LAYER_LINEAR:
+        clcnn_ref_linear_forward(h->y, x, w, b, N, n->x.c, n->y.c);
+        clcnn_ref_linear_backward(gx, gw, gb, gy, x, w, N, n->x.c, n->y.c);
+        break;
+    }
+    free(x), free(p), free(gy);
+}
+
+/* Parses the row's spec into a node on its input (two layers: the convolution and, in
+ * h->next, the pool it is to absorb), after a PAD_PARAM-float parameter that puts the node's
+ * own at non-zero offsets. Returns 0 with a message in *e on failure. */
+static int host_node(lo_host *h, const lo_case *c, clcnn_error *e) {
+    clcnn_layer_desc *d = NULL;
+    int nd = 0, ok = 0;
+    clcnn_shape x = {c->c, c->h ? c->h : 1, c->w ? c->w : 1, c->h == 0};
+    int64_t pad[1] = {PAD_PARAM};
+    h->pl = (clcnn_params){h->par, 0, (int)(sizeof h->par / sizeof h->par[0]), 0};
+    clcnn_params_add(&h->pl, 99, "pad", 1, pad);
+    if (clcnn_spec_parse(c->spec, &d, &nd, e)) return 0;
+    if (nd > 2 || (nd == 2 && d[0].kind != CLCNN_LAYER_CONV2D)) {
+        snprintf(e->msg, sizeof e->msg, "a row is one layer or a conv and its pool");
+        goto done;
+    }
+    if (clcnn_node_init(&h->n, &d[0], 0, x, &h->pl, e)) goto done;
+    if (nd == 2 && clcnn_node_init(&h->next, &d[1], 1, h->n.y, &h->pl, e)) goto done;
+    h->n.need_gx = c->gx;
+    h->fused = nd == 2;
+    ok = 1;
+done:
+    free(d);
+    return ok;
+}
+
+static void host_free(lo_host *h) {
+    free(h->x), free(h->p), free(h->gy), free(h->y), free(h->gx), free(h->gp), free(h->am);
+}
+
+/* Builds row `index`: its node, inputs (seeded by the index) and reference results. */
+static int host_init(lo_host *h, const lo_case *c, int index) {
+    static const char *const inputs[] = {"", " ties", " zeros", " 0s+NaNs"};
+    clcnn_error e = {{0}, CLCNN_SUCCESS};
+    clcnn_rng rng;
+    char shape[32];
+    memset(h, 0, sizeof *h);
+    if (!host_node(h, c, &e)) return printf("FAIL %s: %s\n", c->spec, e.msg), 0;
+    const clcnn_shape *y = h->fused ? &h->next.y : &h->n.y;
+    h->nx = (size_t)c->N * h->n.x.c * h->n.x.h * h->n.x.w;
+    h->ny = (size_t)c->N * y->c * y->h * y->w;
+    clcnn_rng_seed(&rng, 1000 + (uint64_t)index);
+    h->x = draw(&rng, h->nx, 1.0, c->input);
+    h->p = draw(&rng, h->pl.total, 0.5, IN_RANDOM);
+    for (int i = 0; i < PAD_PARAM; i++)
+        h->p[i] = 1e30f; /* not the node's: read by mistake, it shows */
+    h->gy = draw(&rng, h->ny, 1.0, IN_RANDOM);
+    h->y = calloc(h->ny + 1, sizeof *h->y);
+    h->gx = calloc(h->nx + 1, sizeof *h->gx);
+    h->gp = calloc(h->pl.total + 1, sizeof *h->gp);
+    h->am = calloc(h->ny + 1, sizeof *h->am);
+    CLCNN_ASSERT(h->y && h->gx && h->gp && h->am);
+    reference(h, c);
+    if (c->h)
+        snprintf(shape, sizeof shape, "%dx%dx%d", c->c, c->h, c->w);
+    else
+        snprintf(shape, sizeof shape, "%d", c->c);
+    snprintf(h->label, sizeof h->label, "%s %s N%d%s%s", c->spec, shape, c->N,
+             c->gx ? "" : " no-gx", inputs[c->input]);
+    if (c->chunk) {
+        size_t l = strlen(h->label);
+        snprintf(h->label + l, sizeof h->label - l, " chunk%d", c->chunk);
+    }
+    return 1;
+}
+
+/* A device buffer of n elements of `size` bytes: a copy of src, or NaN throughout (src NULL).
+ * NULL when n is 0. */
+static cl_mem dev_buf(clcnn_context *ctx, size_t n, size_t size, const void *src, lo_result *r) {
+    cl_int rc;
+    float nan = NAN;
+    if (n == 0) return NULL;
+    cl_mem m = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | (src ? CL_MEM_COPY_HOST_PTR : 0),
+                              n * size, (void *)src, &rc);
+    if (rc != CL_SUCCESS) {
+        fail(r, "allocating %zu bytes: %s", n * size, clcnn_cl_error_name(rc));
+        return NULL;
+    }
+    if (!src) rc = clEnqueueFillBuffer(ctx->queue, m, &nan, sizeof nan, 0, n * size, 0, NULL, NULL);
+    if (rc != CL_SUCCESS) fail(r, "filling a buffer: %s", clcnn_cl_error_name(rc));
+    return m;
+}
+
+static void dev_free(lo_dev *d) {
+    cl_mem *all[] = {&d->x,        &d->y,        &d->gy,  &d->gx,  &d->p,    &d->g,    &d->aux,
+                     &d->keep_col, &d->keep_pad, &d->pre, &d->col, &d->rows, &d->xpad, &d->wflip};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (*all[i]) clReleaseMemObject(*all[i]), *all[i] = NULL;
+}
+
+/* The buffers of a batch under n's plan (ws): x, gy and the parameters uploaded, the rest NaN.
+ * A view's output and input gradient are its input's buffers, as in the model. The shared
+ * im2col and GEMM scratch always exist in the model, so here too. */
+static void dev_alloc(clcnn_context *ctx, const lo_host *h, const lo_case *c, const clcnn_node *n,
+                      const clcnn_node_ws *ws, lo_dev *d, lo_result *r) {
+    int view = n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_VIEW;
+    d->x = dev_buf(ctx, h->nx, 4, h->x, r);
+    d->gy = dev_buf(ctx, h->ny, 4, h->gy, r);
+    d->p = dev_buf(ctx, h->pl.total, 4, h->p, r);
+    d->g = dev_buf(ctx, h->pl.total, 4, NULL, r);
+    d->y = view ? (clRetainMemObject(d->x), d->x) : dev_buf(ctx, h->ny, 4, NULL, r);
+    if (c->gx) d->gx = view ? (clRetainMemObject(d->gy), d->gy) : dev_buf(ctx, h->nx, 4, NULL, r);
+    d->aux = dev_buf(ctx, ws->aux, sizeof(int), NULL, r);
+    d->keep_col = dev_buf(ctx, ws->keep_col, 4, NULL, r);
+    d->keep_pad = dev_buf(ctx, ws->keep_pad, 4, NULL, r);
+    d->pre = dev_buf(ctx, ws->pre, 4, NULL, r);
+    d->col = dev_buf(ctx, ws->col ? ws->col : 1, 4, NULL, r);
+    d->rows = dev_buf(ctx, ws->rows ? ws->rows : 1, 4, NULL, r);
+    d->xpad = dev_buf(ctx, ws->xpad, 4, NULL, r);
+    d->wflip = dev_buf(ctx, ws->wflip, 4, NULL, r);
+}
+
+/* A row's chunk: the convolution is told that the scratch holds `chunk` images (of itself and
+ * of its input-gradient convolution) and that it keeps no im2col matrix, as for a batch too
+ * large for them; *alloc grows to hold what it is told. */
+static void limit_chunk(const clcnn_node *n, int chunk, clcnn_node_ws *use, clcnn_node_ws *alloc) {
+    const clcnn_conv2d_shape *s = &n->conv;
+    size_t ohw = (size_t)s->OH * s->OW, hw = (size_t)s->H * s->W, kk = (size_t)s->K * s->K;
+    size_t col = ohw * s->C * kk, rows = ohw * s->OC;
+    if (hw * s->OC * kk > col) col = hw * s->OC * kk;
+    if (hw * s->C > rows) rows = hw * s->C;
+    use->keep_col = alloc->keep_col = 0;
+    use->col = (size_t)chunk * col, use->rows = (size_t)chunk * rows;
+    if (use->col > alloc->col) alloc->col = use->col;
+    if (use->rows > alloc->rows) alloc->rows = use->rows;
+}
+
+static clcnn_io io_of(clcnn_context *ctx, const lo_host *h, const clcnn_node *n, const lo_dev *d,
+                      const clcnn_node_ws *use, int N) {
+    clcnn_io io = {.ctx = ctx,
+                   .col = d->col,
+                   .rows = d->rows,
+                   .xpad = d->xpad,
+                   .wflip = d->wflip,
+                   .params = d->p,
+                   .grads = d->g,
+                   .woff = 0,
+                   .boff = -1};
+    if (n->n_params > 0) io.woff = (int)h->par[n->param0].off;
+    if (n->n_params > 1) io.boff = (int)h->par[n->param0 + 1].off;
+    io.x[0] = d->x, io.gx[0] = d->gx, io.y = d->y, io.gy = d->gy;
+    io.aux = d->aux, io.keep_col = d->keep_col, io.keep_pad = d->keep_pad, io.pre = d->pre;
+    io.ws = *use;
+    io.N = N;
+    return io;
+}
+
+/* A tensor's name and shape (row-major, at most 4 dimensions), for the messages. */
+typedef struct lo_tensor {
+    const char *name;
+    int nd;
+    int64_t dim[4];
+} lo_tensor;
+
+/* "y[1,0,3,2]": element i of t by its coordinates. */
+static void coords(char *buf, size_t size, const lo_tensor *t, size_t i) {
+    int64_t c[4], rest = (int64_t)i;
+    for (int d = t->nd - 1; d >= 0; d--)
+        c[d] = t->dim[d] ? rest % t->dim[d] : 0, rest = t->dim[d] ? rest / t->dim[d] : 0;
+    size_t used = (size_t)snprintf(buf, size, "%s[", t->name);
+    for (int d = 0; d < t->nd && used < size; d++)
+        used += (size_t)snprintf(buf + used, size - used, d ? ",%lld" : "%lld", (long long)c[d]);
+    if (used < size) snprintf(buf + used, size - used, "]");
+}
+
+/* The n elements of device tensor t from element off of b against ref: each within 2e-5 of
+ * ref's largest finite magnitude plus 1e-6, a NaN exactly where ref has one. Records the first
+ * wrong element. */
+static void compare(clcnn_context *ctx, lo_result *r, const lo_tensor *t, cl_mem b, size_t off,
+                    const double *ref, size_t n) {
+    const char *what = t->name;
+    if (!r->ok || n == 0) return;
+    float *f = malloc(n * sizeof *f);
+    CLCNN_ASSERT(f != NULL);
+    cl_int rc = clEnqueueReadBuffer(ctx->queue, b, CL_TRUE, off * 4, n * 4, f, 0, NULL, NULL);
+    if (rc != CL_SUCCESS) {
+        fail(r, "reading %s: %s", what, clcnn_cl_error_name(rc));
+        free(f);
+        return;
+    }
+    double maxref = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(ref[i])) maxref = fmax(maxref, fabs(ref[i]));
+    double tol = 2e-5 * maxref + 1e-6;
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++) {
+        int wrong = isnan(ref[i]) ? !isnan(f[i]) : !(fabs((double)f[i] - ref[i]) <= tol);
+        if (wrong && bad++ == 0) first = i;
+    }
+    if (bad) {
+        char at[96];
+        coords(at, sizeof at, t, first);
+        fail(r, "%s = %.9g, want %.9g (tolerance %.3g; %zu of %zu elements wrong)", at,
+             (double)f[first], ref[first], tol, bad, n);
+    }
+    free(f);
+}
+
+/* A pool's argmax, index for index. */
+static void compare_argmax(clcnn_context *ctx, lo_result *r, cl_mem b, const int *ref, size_t n) {
+    if (!r->ok) return;
+    int *a = malloc(n * sizeof *a);
+    CLCNN_ASSERT(a != NULL);
+    cl_int rc = clEnqueueReadBuffer(ctx->queue, b, CL_TRUE, 0, n * sizeof *a, a, 0, NULL, NULL);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n && rc == CL_SUCCESS; i++)
+        if (a[i] != ref[i] && bad++ == 0) first = i;
+    if (rc != CL_SUCCESS) fail(r, "reading the argmax: %s", clcnn_cl_error_name(rc));
+    if (bad)
+        fail(r, "argmax[%zu] = %d, want %d (%zu of %zu wrong)", first, a[first], ref[first], bad,
+             n);
+    free(a);
+}
+
+/* Forward, then (when the forward matched) backward, each checked against the reference. */
+static void run_passes(const clcnn_node *n, const clcnn_io *io, const lo_host *h, const lo_case *c,
+                       lo_result *r) {
+    clcnn_context *ctx = io->ctx;
+    clcnn_status st = n->ops->forward(n, io);
+    if (st) fail(r, "forward: %s: %s", clcnn_status_str(st), clcnn_context_errmsg(ctx));
+    const clcnn_shape *ys = h->fused ? &h->next.y : &n->y, *xs = &n->x;
+    lo_tensor y = {"y", ys->flat ? 2 : 4, {io->N, ys->c, ys->h, ys->w}};
+    lo_tensor x = {"gx", xs->flat ? 2 : 4, {io->N, xs->c, xs->h, xs->w}};
+    compare(ctx, r, &y, io->y, 0, h->y, h->ny);
+    if (n->d.kind == CLCNN_LAYER_MAXPOOL2D) compare_argmax(ctx, r, io->aux, h->am, h->ny);
+    if (!r->ok) return; /* a broken forward (an argmax out of range) must not drive a backward */
+    if ((st = n->ops->backward(n, io)))
+        fail(r, "backward: %s: %s", clcnn_status_str(st), clcnn_context_errmsg(ctx));
+    for (int i = n->param0; i < n->param0 + n->n_params; i++) {
+        const clcnn_param *p = &h->par[i];
+        char what[48];
+        lo_tensor g = {what, p->ndim, {p->shape[0], p->shape[1], p->shape[2], p->shape[3]}};
+        snprintf(what, sizeof what, "grad %s", strchr(p->name, '.') + 1);
+        compare(ctx, r, &g, io->grads, p->off, h->gp + p->off, p->numel);
+    }
+    if (c->gx) compare(ctx, r, &x, io->gx[0], 0, h->gx, h->nx);
+}
+
+/* Seconds per pass (0 forward, 1 backward), after one warm-up run. */
+static double time_pass(const clcnn_node *n, const clcnn_io *io, int pass) {
+    double t0 = 0.0;
+    for (int i = 0; i <= PERF_REPEATS; i++) {
+        if (i == 1) clFinish(io->ctx->queue), t0 = clcnn_now_seconds();
+        if ((pass ? n->ops->backward(n, io) : n->ops->forward(n, io)) != CLCNN_SUCCESS) return -1.0;
+    }
+    clFinish(io->ctx->queue);
+    return (clcnn_now_seconds() - t0) / PERF_REPEATS;
+}
+
+/* " | fwd ... | bwd ...": microseconds per pass and GFLOP/s (a backward does the weight
+ * gradient and, when wanted, the input gradient: one or two forwards' work, as the profiler
+ * counts it). */
+static void perf(const clcnn_node *n, const clcnn_io *io, int gx, char *out, size_t size) {
+    double flops[2] = {n->flops * io->N, n->flops * io->N * (gx ? 2 : 1)};
+    size_t used = 0;
+    for (int pass = 0; pass < 2 && used < size; pass++) {
+        double t = time_pass(n, io, pass);
+        int k = t < 0 ? snprintf(out + used, size - used, " | %s failed", pass ? "bwd" : "fwd")
+                : flops[pass] > 0
+                    ? snprintf(out + used, size - used, " | %s %8.1f us %7.2f GFLOP/s",
+                               pass ? "bwd" : "fwd", t * 1e6, flops[pass] / t * 1e-9)
+                    : snprintf(out + used, size - used, " | %s %8.1f us", pass ? "bwd" : "fwd",
+                               t * 1e6);
+        used += k > 0 ? (size_t)k : 0;
+    }
+}
+
+/* One run of node n (planned) on ctx: buffers, passes, checks, and with --perf the timings. */
+static void run_one(clcnn_context *ctx, const lo_host *h, const lo_case *c, const clcnn_node *n,
+                    lo_result *r, char *perf_out, size_t perf_size) {
+    clcnn_node_ws ws = {0}, use;
+    lo_dev d = {0};
+    if (n->ops->workspace) n->ops->workspace(ctx, n, c->N, &ws); /* NULL: nothing beyond y */
+    use = ws;
+    if (c->chunk && n->d.kind == CLCNN_LAYER_CONV2D && n->n_layers == 1)
+        limit_chunk(n, c->chunk, &use, &ws);
+    dev_alloc(ctx, h, c, n, &ws, &d, r);
+    if (r->ok) {
+        clcnn_io io = io_of(ctx, h, n, &d, &use, c->N);
+        run_passes(n, &io, h, c, r);
+        if (r->ok && perf_mode) perf(n, &io, c->gx, perf_out, perf_size);
+    }
+    dev_free(&d);
+}
+
+/* A fused row's node on ctx: the convolution planned with its forward forced direct absorbs
+ * the pool, as the planner's fusion does. 0 when the convolution refuses it. */
+static int fuse(clcnn_context *ctx, const lo_host *h, clcnn_node *n) {
+    clcnn_plan_force f = {{CLCNN_ALGO_DIRECT, CLCNN_ALGO_NONE, CLCNN_ALGO_NONE}};
+    *n = h->n;
+    n->ops->plan(ctx, n, &f);
+    if (!n->ops->can_fuse || !n->ops->can_fuse(ctx, n, &h->next)) return 0;
+    clcnn_node_absorb(ctx, n, &h->next, &f);
+    return 1;
+}
+
+/* The algorithms of a pass of n as planned (NONE alone when the pass does not run). */
+static int list_algos(clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
+    int k = n->ops->algos(ctx, n, pass, out);
+    return k > 0 ? k : (out[0] = CLCNN_ALGO_NONE, 1);
+}
+
+/* Runs one forced combination and prints its line; returns 1 when it passed. */
+static int run_combo(const lo_ctx *lc, const lo_host *h, const lo_case *c, const clcnn_node *base,
+                     const clcnn_plan_force *f) {
+    clcnn_node n = *base;
+    lo_result r = {1, ""};
+    char algos[64], perf_out[128] = "";
+    n.ops->plan(lc->ctx, &n, f);
+    snprintf(algos, sizeof algos, "%s/%s/%s", clcnn_algo_name(f->algo[0]),
+             clcnn_algo_name(f->algo[1]), clcnn_algo_name(f->algo[2]));
+    if (memcmp(n.algo, f->algo, sizeof n.algo) != 0)
+        fail(&r, "the plan took %s/%s/%s instead", clcnn_algo_name(n.algo[0]),
+             clcnn_algo_name(n.algo[1]), clcnn_algo_name(n.algo[2]));
+    else
+        run_one(lc->ctx, h, c, &n, &r, perf_out, sizeof perf_out);
+    printf("%-44s %-11s %-34s %s%s\n", h->label, lc->name, algos,
+           r.ok ? "ok" : "FAIL: ", r.ok ? perf_out : r.why);
+    fflush(stdout);
+    return r.ok;
+}
+
+/* Every combination of the node's algorithms on one context: for each forward algorithm, the
+ * weight- and input-gradient lists as they are once that forward is planned. Counts runs and
+ * failures. */
+static void run_node(const lo_ctx *lc, const lo_host *h, const lo_case *c, int *runs, int *failed) {
+    clcnn_context *ctx = lc->ctx;
+    clcnn_node base = h->n, n;
+    clcnn_algo fw[4], wg[4], dg[4];
+    if (h->fused && !fuse(ctx, h, &base)) {
+        printf("%-44s %-11s FAIL: the convolution does not absorb the pool\n", h->label, lc->name);
+        ++*runs, ++*failed;
+        return;
+    }
+    int nf = list_algos(ctx, &base, CLCNN_PASS_FORWARD, fw);
+    for (int i = 0; i < nf; i++) {
+        clcnn_plan_force f = {{fw[i], CLCNN_ALGO_NONE, CLCNN_ALGO_NONE}};
+        n = base;
+        n.ops->plan(ctx, &n, &f);
+        int nw = list_algos(ctx, &n, CLCNN_PASS_WGRAD, wg);
+        int nd = list_algos(ctx, &n, CLCNN_PASS_DGRAD, dg);
+        for (int j = 0; j < nw; j++) {
+            for (int k = 0; k < nd; k++) {
+                f = (clcnn_plan_force){{fw[i], wg[j], dg[k]}};
+                ++*runs;
+                *failed += !run_combo(lc, h, c, &base, &f);
+            }
+        }
+    }
+}
+
+/* The cross-entropy the last layer feeds, against its reference: the mean loss, its gradient,
+ * the hits, and the accumulating form (evaluation: a second call adds its sum). Logits scaled
+ * by `scale`; with N > 2, a huge right logit and a large wrong one. */
+static int check_ce(const lo_ctx *lc, int N, int K, double scale, int seed) {
+    clcnn_context *ctx = lc->ctx;
+    clcnn_rng rng;
+    lo_result r = {1, ""};
+    lo_dev d = {0};
+    size_t nz = (size_t)N * K;
+    int correct = 0, dcorrect = -1;
+    char label[64];
+    clcnn_rng_seed(&rng, (uint64_t)seed);
+    float *z = draw(&rng, nz, scale, IN_RANDOM);
+    unsigned char *lab = malloc((size_t)N);
+    double *gz = calloc(nz, sizeof *gz), loss, two;
+    CLCNN_ASSERT(lab && gz);
+    for (int i = 0; i < N; i++)
+        lab[i] = (unsigned char)clcnn_rng_below(&rng, (uint64_t)K);
+    if (N > 2) z[K + lab[1]] = 1e3f, z[2 * K] = 95.0f;
+    double *zd = to_double(z, nz);
+    loss = clcnn_ref_cross_entropy(gz, &correct, zd, lab, N, K);
+    two = loss + loss * N;
+    d.x = dev_buf(ctx, nz, 4, z, &r), d.gx = dev_buf(ctx, nz, 4, NULL, &r);
+    d.y = dev_buf(ctx, (size_t)N, 4, NULL, &r), d.aux = dev_buf(ctx, (size_t)N, 4, NULL, &r);
+    d.p = dev_buf(ctx, 1, 4, NULL, &r), d.g = dev_buf(ctx, 1, 4, NULL, &r);
+    d.gy = dev_buf(ctx, (size_t)N, 1, lab, &r);
+    if (r.ok && clcnn_cross_entropy(ctx, d.y, d.aux, d.gx, d.x, 0, d.gy, N, K, d.p, d.g, (float)N,
+                                    0) != CLCNN_SUCCESS)
+        fail(&r, "clcnn_cross_entropy: %s", clcnn_context_errmsg(ctx));
+    lo_tensor tl = {"loss", 1, {1, 0, 0, 0}}, tg = {"grad", 2, {N, K, 0, 0}};
+    lo_tensor ta = {"accumulated loss", 1, {1, 0, 0, 0}};
+    compare(ctx, &r, &tl, d.p, 0, &loss, 1);
+    compare(ctx, &r, &tg, d.gx, 0, gz, nz);
+    if (r.ok) clEnqueueReadBuffer(ctx->queue, d.g, CL_TRUE, 0, 4, &dcorrect, 0, NULL, NULL);
+    if (r.ok && dcorrect != correct) fail(&r, "%d correct, want %d", dcorrect, correct);
+    if (r.ok && clcnn_cross_entropy(ctx, d.y, d.aux, NULL, d.x, 0, d.gy, N, K, d.p, d.g, 1.0f, 1) !=
+                    CLCNN_SUCCESS)
+        fail(&r, "clcnn_cross_entropy (accumulating): %s", clcnn_context_errmsg(ctx));
+    compare(ctx, &r, &ta, d.p, 0, &two, 1);
+    snprintf(label, sizeof label, "cross-entropy N%d K%d scale %g", N, K, scale);
+    printf("%-44s %-11s %-34s %s%s\n", label, lc->name, "kernel",
+           r.ok ? "ok" : "FAIL: ", r.ok ? "" : r.why);
+    dev_free(&d);
+    free(z), free(lab), free(gz), free(zd);
+    return r.ok;
+}
+
+/* A context per visible device and GEMM backend; a backend the device cannot run
+ * (CLCNN_ERR_UNSUPPORTED) is skipped with a line saying why, any other failure counts. */
+static int open_contexts(const clcnn_devices *devs, lo_ctx *out, int *failed) {
+    int n = 0;
+    for (int d = 0; d < clcnn_devices_count(devs); d++) {
+        clcnn_device_info info;
+        if (clcnn_devices_get(devs, d, &info) == CLCNN_SUCCESS)
+            printf("device %d: %s (%s)\n", d, info.name, info.platform_name);
+        for (size_t b = 0; b < sizeof backends / sizeof backends[0] && n < MAX_CTX; b++) {
+            clcnn_context_options o;
+            clcnn_context *ctx = NULL;
+            memset(&o, 0, sizeof o);
+            o.backend = backends[b].b;
+            clcnn_status st = clcnn_context_create(&ctx, devs, d, &o);
+            if (st == CLCNN_SUCCESS) {
+                out[n].ctx = ctx;
+                snprintf(out[n++].name, sizeof out->name, "d%d %s", d, backends[b].name);
+                continue;
+            }
+            printf("%sdevice %d, backend %s: %s\n",
+                   st == CLCNN_ERR_UNSUPPORTED ? "skipped: " : "FAIL: ", d, backends[b].name,
+                   clcnn_context_errmsg(ctx));
+            *failed += st != CLCNN_ERR_UNSUPPORTED;
+            clcnn_context_free(ctx);
+        }
+    }
+    return n;
+}
+
+int main(int argc, char **argv) {
+    const char *filter = NULL;
+    clcnn_devices *devs = NULL;
+    lo_ctx ctxs[MAX_CTX];
+    int runs = 0, failed = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--perf") == 0)
+            perf_mode = 1;
+        else if (argv[i][0] != '-' && !filter)
+            filter = argv[i];
+        else
+            return fprintf(stderr, "usage: test_layer_ops [--perf] [SUBSTRING]\n"), 2;
+    }
+    if (clcnn_devices_create(&devs, NULL) != CLCNN_SUCCESS || clcnn_devices_count(devs) == 0) {
+        printf("no OpenCL device: skipping (%s)\n", clcnn_devices_errmsg(devs));
+        clcnn_devices_free(devs);
+        return 77;
+    }
+    int nctx = open_contexts(devs, ctxs, &failed);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lo_host h;
+        if (filter && !strstr(cases[i].spec, filter)) continue;
+        if (!host_init(&h, &cases[i], (int)i)) {
+            failed++;
+            continue;
+        }
+        for (int k = 0; k < nctx; k++)
+            run_node(&ctxs[k], &h, &cases[i], &runs, &failed);
+        host_free(&h);
+    }
+    for (int k = 0; k < nctx && (!filter || strstr("cross-entropy", filter)); k++) {
+        runs += 3;
+        failed += !check_ce(&ctxs[k], 5, 10, 3.0, 1) + !check_ce(&ctxs[k], 1, 3, 1.0, 2) +
+                  !check_ce(&ctxs[k], 64, 10, 10.0, 3);
+    }
+    for (int k = 0; k < nctx; k++)
+        clcnn_context_free(ctxs[k].ctx);
+    clcnn_devices_free(devs);
+    printf("test_layer_ops: %d runs on %d device/backend pairs, %d failed\n", runs, nctx, failed);
+    if (failed) return 1;
+    return runs ? 0 : 77;
+}
