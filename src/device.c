@@ -390,14 +390,16 @@ size_t clcnn_devices_format(const clcnn_devices *d, int default_index, char *buf
     size_t used = 0;
     if (buf && size) buf[0] = '\0';
     if (!d) return 0;
-    clcnn_appendf(buf, size, &used, "%-3s %-5s %-11s %-40s %-20s %-28s %-26s %-13s %-12s %4s %10s %6s %s\n",
-        "#", "P:D", "Type", "Device", "Vendor", "Platform", "Platform version", "OpenCL C",
-        "Driver", "CUs", "Memory", "MaxWG", "Default");
+    clcnn_appendf(buf, size, &used,
+                  "%-3s %-5s %-11s %-40s %-20s %-28s %-26s %-13s %-12s %4s %10s %6s %s\n", "#",
+                  "P:D", "Type", "Device", "Vendor", "Platform", "Platform version", "OpenCL C",
+                  "Driver", "CUs", "Memory", "MaxWG", "Default");
     for (int i = 0; i < d->n_visible; i++) {
         const clcnn_device_info *in = &d->all[d->visible[i]].info;
         char pd[24];
         snprintf(pd, sizeof pd, "%d:%d", in->platform_index, in->device_index);
-        clcnn_appendf(buf, size, &used,
+        clcnn_appendf(
+            buf, size, &used,
             "%-3d %-5s %-11s %-40.40s %-20.20s %-28.28s %-26.26s %-13.13s %-12.12s %4u %6.1f GiB "
             "%6zu %s\n",
             in->global_index, pd, type_word(in->type), in->name, in->vendor, in->platform_name,

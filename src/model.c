@@ -67,8 +67,7 @@ static clcnn_status init_params(clcnn_model *m, uint64_t seed) {
 
 /* The spec's layers and their canonical text, sized from its own length: it can be far longer
  * than the spec as written (repetitions expanded, every default spelled out). */
-static clcnn_status parse_spec(clcnn_model *m, const char *spec, clcnn_layer_desc **descs,
-                               int *n) {
+static clcnn_status parse_spec(clcnn_model *m, const char *spec, clcnn_layer_desc **descs, int *n) {
     clcnn_status st = clcnn_spec_parse(spec, descs, n, &m->err);
     if (st) return st;
     size_t len = clcnn_spec_format(*descs, *n, NULL, 0);
@@ -192,8 +191,8 @@ static void grow(size_t *cap, size_t need) {
  * largest output that a second consumer's gradient needs (*gsum). Everything is checked
  * against CLCNN_MAX_ELEMENTS first, so an oversized batch is refused with one message and no
  * allocation. */
-static clcnn_status size_batch(clcnn_model *m, int n, clcnn_node_bufs *bufs,
-                               clcnn_node_ws *shared, size_t *gsum) {
+static clcnn_status size_batch(clcnn_model *m, int n, clcnn_node_bufs *bufs, clcnn_node_ws *shared,
+                               size_t *gsum) {
     clcnn_status st;
     char what[96];
     size_t in = (size_t)n * m->in_c * m->in_h * m->in_w;
@@ -324,8 +323,15 @@ static clcnn_status ctx_status(clcnn_model *m, clcnn_status st) {
 static clcnn_io node_io(const clcnn_model *m, int i, int n) {
     const clcnn_node *N = &m->nodes[i];
     const clcnn_node_bufs *b = &m->bufs[i];
-    clcnn_io io = {.ctx = m->ctx, .col = m->col, .rows = m->rows, .xpad = m->xpad,
-                   .wflip = m->wflip, .params = m->p, .grads = m->g, .woff = 0, .boff = -1};
+    clcnn_io io = {.ctx = m->ctx,
+                   .col = m->col,
+                   .rows = m->rows,
+                   .xpad = m->xpad,
+                   .wflip = m->wflip,
+                   .params = m->p,
+                   .grads = m->g,
+                   .woff = 0,
+                   .boff = -1};
     if (N->n_params > 0) io.woff = (int)m->params[N->param0].off;
     if (N->n_params > 1) io.boff = (int)m->params[N->param0 + 1].off;
     for (int s = 0; s < N->n_in; s++)

@@ -18,8 +18,8 @@ struct clcnn_model {
     clcnn_context *ctx;
     char *spec;
     int in_c, in_h, in_w, out_size;
-    int n_layers;     /* spec layers */
-    int n_nodes;      /* graph nodes (fewer than layers when some are fused) */
+    int n_layers; /* spec layers */
+    int n_nodes;  /* graph nodes (fewer than layers when some are fused) */
     clcnn_node *nodes;
     int n_params;
     clcnn_param *params;

@@ -49,8 +49,7 @@ const clcnn_layer_syntax clcnn_conv2d_syntax = {
     .format = conv2d_format,
 };
 
-static clcnn_status conv_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
-                               const char *where) {
+static clcnn_status conv_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e, const char *where) {
     const clcnn_layer_desc *d = &n->d;
     clcnn_status st = clcnn_window_shape(n, e, where);
     if (st) return st;
@@ -58,8 +57,8 @@ static clcnn_status conv_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
     if (clcnn_params_add(pl, n->layer, "weight", 4, ws) < 0 ||
         (d->bias && clcnn_params_add(pl, n->layer, "bias", 1, bs) < 0))
         return clcnn_fail(e, CLCNN_ERR_SHAPE, "%s: too many parameter tensors", where);
-    n->conv = (clcnn_conv2d_shape){n->x.c, n->x.h,     n->x.w, d->out, d->kernel,
-                                   d->stride, d->pad,    n->y.h, n->y.w, d->bias};
+    n->conv = (clcnn_conv2d_shape){n->x.c,    n->x.h, n->x.w, d->out, d->kernel,
+                                   d->stride, d->pad, n->y.h, n->y.w, d->bias};
     n->y.c = d->out;
     n->flops = 2.0 * d->out * n->y.h * n->y.w * n->x.c * d->kernel * d->kernel;
     return CLCNN_SUCCESS;
@@ -300,7 +299,6 @@ static clcnn_status wgrad_run(clcnn_context *ctx, int c, void *arg) {
     return c == 1 ? wgrad_rows(ctx, arg) : wgrad_lanes(ctx, arg);
 }
 
-
 static int has(const clcnn_algo *list, int n, clcnn_algo a) {
     for (int i = 0; i < n; i++)
         if (list[i] == a) return 1;
@@ -345,19 +343,20 @@ static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_
         return;
     }
     int na = conv_algos(ctx, n, CLCNN_PASS_FORWARD, a), taps = n->conv.C * n->conv.K * n->conv.K;
-    int direct = ctx->conv_algo == CLCNN_CONV_ALGO_DIRECT ||
-                 (ctx->conv_algo != CLCNN_CONV_ALGO_IM2COL && clcnn_gemm_kind(ctx) == CLCNN_GEMM_CPU);
+    int direct =
+        ctx->conv_algo == CLCNN_CONV_ALGO_DIRECT ||
+        (ctx->conv_algo != CLCNN_CONV_ALGO_IM2COL && clcnn_gemm_kind(ctx) == CLCNN_GEMM_CPU);
     if (f && has(a, na, f->algo[CLCNN_PASS_FORWARD])) direct = f->algo[0] != CLCNN_ALGO_IM2COL;
     direct = direct && has(a, na, CLCNN_ALGO_DIRECT);
     n->algo[CLCNN_PASS_FORWARD] = direct ? CLCNN_ALGO_DIRECT : CLCNN_ALGO_IM2COL;
-    n->algo[CLCNN_PASS_WGRAD] = !direct                  ? CLCNN_ALGO_IM2COL
-                                : clcnn_tune_enabled(ctx) ? CLCNN_ALGO_WGRAD_TUNED
+    n->algo[CLCNN_PASS_WGRAD] = !direct                      ? CLCNN_ALGO_IM2COL
+                                : clcnn_tune_enabled(ctx)    ? CLCNN_ALGO_WGRAD_TUNED
                                 : taps < WGRAD_ROWS_MIN_TAPS ? CLCNN_ALGO_WGRAD_LANES
                                                              : CLCNN_ALGO_WGRAD_ROWS;
     na = conv_algos(ctx, n, CLCNN_PASS_WGRAD, a);
     if (f && has(a, na, f->algo[CLCNN_PASS_WGRAD])) n->algo[1] = f->algo[CLCNN_PASS_WGRAD];
     na = conv_algos(ctx, n, CLCNN_PASS_DGRAD, a);
-    n->algo[CLCNN_PASS_DGRAD] = na == 0                              ? CLCNN_ALGO_NONE
+    n->algo[CLCNN_PASS_DGRAD] = na == 0                               ? CLCNN_ALGO_NONE
                                 : !has(a, na, CLCNN_ALGO_FLIP_DIRECT) ? CLCNN_ALGO_COL2IM
                                 : direct                              ? CLCNN_ALGO_FLIP_DIRECT
                                                                       : CLCNN_ALGO_FLIP_IM2COL;
@@ -369,8 +368,7 @@ static int is_direct(clcnn_algo a) {
 }
 
 static int is_wgrad_direct(clcnn_algo a) {
-    return a == CLCNN_ALGO_WGRAD_ROWS || a == CLCNN_ALGO_WGRAD_LANES ||
-           a == CLCNN_ALGO_WGRAD_TUNED;
+    return a == CLCNN_ALGO_WGRAD_ROWS || a == CLCNN_ALGO_WGRAD_LANES || a == CLCNN_ALGO_WGRAD_TUNED;
 }
 
 static void grow(size_t *cap, size_t need) {
@@ -401,8 +399,7 @@ static void conv_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
     size_t xp = is_direct(fwd) || is_wgrad_direct(wg) ? direct_scratch(s, N) : 0;
     if (is_direct(fwd)) ws->keep_pad = xp;
     grow(&ws->xpad, xp);
-    if ((dg == CLCNN_ALGO_FLIP_DIRECT || dg == CLCNN_ALGO_FLIP_IM2COL) &&
-        grad_input_shape(s, &g)) {
+    if ((dg == CLCNN_ALGO_FLIP_DIRECT || dg == CLCNN_ALGO_FLIP_IM2COL) && grad_input_shape(s, &g)) {
         grow(&ws->wflip, (size_t)s->OC * s->C * s->K * s->K);
         if (dg == CLCNN_ALGO_FLIP_DIRECT) grow(&ws->xpad, direct_scratch(&g, N));
         if (dg == CLCNN_ALGO_FLIP_IM2COL) grow_im2col(&g, plan_chunk(&g, N), ws);
@@ -412,8 +409,7 @@ static void conv_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
         grow(&ws->rows, p.rows);
         grow(&ws->col, p.part);
     }
-    if (fwd == CLCNN_ALGO_DIRECT_POOL && n->need_gx)
-        ws->pre = (size_t)N * s->OC * s->OH * s->OW;
+    if (fwd == CLCNN_ALGO_DIRECT_POOL && n->need_gx) ws->pre = (size_t)N * s->OC * s->OH * s->OW;
     if (fwd == CLCNN_ALGO_DIRECT_POOL) ws->aux = (size_t)N * n->y.c * n->y.h * n->y.w;
     if (fwd != CLCNN_ALGO_IM2COL && wg != CLCNN_ALGO_IM2COL && dg != CLCNN_ALGO_COL2IM) return;
     size_t per_col, per_rows, chunk = plan_chunk(s, N);
@@ -492,8 +488,7 @@ static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_
     CLCNN_ARG(&f, s->K);
     if ((st = clcnn_launch1d(ctx, flip, &f, (size_t)s->OC * s->C))) return st;
     if (n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_DIRECT)
-        return conv_direct(ctx, io->xpad, 0, &g, io->gx[0], 0, gy, 0, io->wflip, 0, 0, io->N,
-                           NULL);
+        return conv_direct(ctx, io->xpad, 0, &g, io->gx[0], 0, gy, 0, io->wflip, 0, 0, io->N, NULL);
     return forward_im2col(io, &g, io->gx[0], gy, io->wflip, 0, 0, NULL);
 }
 
@@ -524,9 +519,9 @@ static clcnn_status backward_im2col(const clcnn_node *n, const clcnn_io *io, int
         if ((st = clcnn_launch1d(ctx, gather, &a, (size_t)nimg * s->OC * ohw))) return st;
         if (do_w && !kept && (st = im2col(ctx, s, col, io->x[0], zero, n0, nimg))) return st;
         /* gw[OC, CKK] (+)= rows^T . col; the first chunk overwrites */
-        if (do_w && (st = clcnn_gemm(ctx, 1, 0, s->OC, ckk, nimg * ohw, 1.0f, io->rows, 0, s->OC,
-                                     col, 0, ckk, n0 == 0 ? 0.0f : 1.0f, io->grads,
-                                     (size_t)io->woff, ckk)))
+        if (do_w &&
+            (st = clcnn_gemm(ctx, 1, 0, s->OC, ckk, nimg * ohw, 1.0f, io->rows, 0, s->OC, col, 0,
+                             ckk, n0 == 0 ? 0.0f : 1.0f, io->grads, (size_t)io->woff, ckk)))
             return st;
         if (!do_x) continue;
         /* dcol[nimg*OHW, CKK] = rows . w, written over col (the queue is in order) */
@@ -558,11 +553,21 @@ static clcnn_status wgrad_direct(const clcnn_node *n, const clcnn_io *io, cl_mem
                                  int rows_ready) {
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_status st = CLCNN_SUCCESS;
-    wgrad_args wa = {io,       s,        plan_wgrad(s, io->N),
-                     io->grads, gy,      io->x[0],
-                     io->params, io->woff, io->boff < 0 ? 0 : io->boff,
-                     0,        0,        io->N,
-                     rows_ready, io->keep_pad ? io->keep_pad : io->xpad, io->keep_pad != NULL};
+    wgrad_args wa = {io,
+                     s,
+                     plan_wgrad(s, io->N),
+                     io->grads,
+                     gy,
+                     io->x[0],
+                     io->params,
+                     io->woff,
+                     io->boff < 0 ? 0 : io->boff,
+                     0,
+                     0,
+                     io->N,
+                     rows_ready,
+                     io->keep_pad ? io->keep_pad : io->xpad,
+                     io->keep_pad != NULL};
     clcnn_algo a = n->algo[CLCNN_PASS_WGRAD];
     if (a == CLCNN_ALGO_WGRAD_TUNED) {
         static const char *const names[2] = {"lanes", "rows"};
@@ -615,8 +620,8 @@ static clcnn_status conv_backward(const clcnn_node *n, const clcnn_io *io) {
     clcnn_algo wg = n->algo[CLCNN_PASS_WGRAD], dg = io->gx[0] ? n->algo[2] : CLCNN_ALGO_NONE;
     clcnn_status st;
     if (n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_DIRECT_POOL) return backward_pooled(n, io);
-    if (s->bias &&
-        (st = clcnn_bias_grad(io->ctx, io->grads, io->boff, io->gy, 0, io->N, s->OC, s->OH * s->OW)))
+    if (s->bias && (st = clcnn_bias_grad(io->ctx, io->grads, io->boff, io->gy, 0, io->N, s->OC,
+                                         s->OH * s->OW)))
         return st;
     if (is_wgrad_direct(wg) && (st = wgrad_direct(n, io, io->gy, 0))) return st;
     if (wg == CLCNN_ALGO_IM2COL || dg == CLCNN_ALGO_COL2IM) {

@@ -13,8 +13,7 @@ static clcnn_status flatten_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *
     return CLCNN_SUCCESS;
 }
 
-static int flatten_algos(const clcnn_context *ctx, const clcnn_node *n, int pass,
-                         clcnn_algo *out) {
+static int flatten_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
     (void)ctx;
     if (pass == CLCNN_PASS_FORWARD || (pass == CLCNN_PASS_DGRAD && n->need_gx))
         return out[0] = CLCNN_ALGO_VIEW, 1;

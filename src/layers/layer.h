@@ -18,19 +18,19 @@
 /* The algorithm a pass takes. The plan records one per pass (forward, weight gradient, input
  * gradient); `clcnn_train --plan` prints their names. */
 typedef enum clcnn_algo {
-    CLCNN_ALGO_NONE = 0,     /* the pass does not run (no parameters, no input gradient) */
-    CLCNN_ALGO_KERNEL,       /* the layer's only way: its own kernels */
-    CLCNN_ALGO_GEMM,         /* one GEMM (linear) */
-    CLCNN_ALGO_VIEW,         /* no work: the output is the input's buffer (flatten) */
-    CLCNN_ALGO_DIRECT,       /* convolution over a padded copy of the input, no im2col */
-    CLCNN_ALGO_DIRECT_POOL,  /* the direct convolution with a MaxPool2d(2) in its store */
-    CLCNN_ALGO_IM2COL,       /* im2col + GEMM (forward, or the weight gradient) */
-    CLCNN_ALGO_WGRAD_ROWS,   /* weight gradient: gy as pixel rows, GEMM against the padded x */
-    CLCNN_ALGO_WGRAD_LANES,  /* weight gradient: gy read in place, reduced across lanes */
-    CLCNN_ALGO_WGRAD_TUNED,  /* rows or lanes, whichever the autotuner times faster */
-    CLCNN_ALGO_FLIP_DIRECT,  /* input gradient: gy convolved with the flipped weights, direct */
-    CLCNN_ALGO_FLIP_IM2COL,  /* the same convolution through im2col + GEMM */
-    CLCNN_ALGO_COL2IM,       /* input gradient: GEMM into columns, then col2im */
+    CLCNN_ALGO_NONE = 0,    /* the pass does not run (no parameters, no input gradient) */
+    CLCNN_ALGO_KERNEL,      /* the layer's only way: its own kernels */
+    CLCNN_ALGO_GEMM,        /* one GEMM (linear) */
+    CLCNN_ALGO_VIEW,        /* no work: the output is the input's buffer (flatten) */
+    CLCNN_ALGO_DIRECT,      /* convolution over a padded copy of the input, no im2col */
+    CLCNN_ALGO_DIRECT_POOL, /* the direct convolution with a MaxPool2d(2) in its store */
+    CLCNN_ALGO_IM2COL,      /* im2col + GEMM (forward, or the weight gradient) */
+    CLCNN_ALGO_WGRAD_ROWS,  /* weight gradient: gy as pixel rows, GEMM against the padded x */
+    CLCNN_ALGO_WGRAD_LANES, /* weight gradient: gy read in place, reduced across lanes */
+    CLCNN_ALGO_WGRAD_TUNED, /* rows or lanes, whichever the autotuner times faster */
+    CLCNN_ALGO_FLIP_DIRECT, /* input gradient: gy convolved with the flipped weights, direct */
+    CLCNN_ALGO_FLIP_IM2COL, /* the same convolution through im2col + GEMM */
+    CLCNN_ALGO_COL2IM,      /* input gradient: GEMM into columns, then col2im */
     CLCNN_ALGO_COUNT
 } clcnn_algo;
 
@@ -112,8 +112,7 @@ typedef struct clcnn_params {
 } clcnn_params;
 
 /* Appends parameter `<layer>.<kind>` of the given shape; returns its index, -1 when full. */
-int clcnn_params_add(clcnn_params *pl, int layer, const char *kind, int ndim,
-                     const int64_t *shape);
+int clcnn_params_add(clcnn_params *pl, int layer, const char *kind, int ndim, const int64_t *shape);
 
 /* Forced algorithms (CLCNN_ALGO_NONE: the rules decide). A force that the node cannot take is
  * ignored (the rules decide that pass). */
@@ -162,8 +161,7 @@ void clcnn_plan_rules_one(const clcnn_context *ctx, clcnn_node *n, const clcnn_p
 
 /* PyTorch's default for conv and linear: weight and bias U(+-1/sqrt(fan_in)), fan_in = the
  * weight's numel / its first dimension, drawn in order weight then bias. */
-void clcnn_init_fan_in(const clcnn_node *n, const clcnn_param *params, float *host,
-                       clcnn_rng *rng);
+void clcnn_init_fan_in(const clcnn_node *n, const clcnn_param *params, float *host, clcnn_rng *rng);
 
 /* gb[boff + c] = sum over n < N and p < hw of g[(n*C + c)*hw + p] (a conv layer's bias
  * gradient; hw = 1 for a linear layer's). */

@@ -46,8 +46,7 @@ static clcnn_status linear_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e
     return CLCNN_SUCCESS;
 }
 
-static int linear_algos(const clcnn_context *ctx, const clcnn_node *n, int pass,
-                        clcnn_algo *out) {
+static int linear_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
     (void)ctx;
     if (pass == CLCNN_PASS_DGRAD && !n->need_gx) return 0;
     return out[0] = CLCNN_ALGO_GEMM, 1;
@@ -80,8 +79,8 @@ static clcnn_status linear_backward(const clcnn_node *n, const clcnn_io *io) {
     if (io->boff >= 0 && (st = clcnn_bias_grad(io->ctx, io->grads, io->boff, io->gy, 0, N, OUT, 1)))
         return st;
     if (!io->gx[0]) return CLCNN_SUCCESS;
-    return clcnn_gemm(io->ctx, 0, 0, N, IN, OUT, 1.0f, io->gy, 0, OUT, io->params,
-                      (size_t)io->woff, IN, 0.0f, io->gx[0], 0, IN);
+    return clcnn_gemm(io->ctx, 0, 0, N, IN, OUT, 1.0f, io->gy, 0, OUT, io->params, (size_t)io->woff,
+                      IN, 0.0f, io->gx[0], 0, IN);
 }
 
 const clcnn_layer_ops clcnn_linear_ops = {

@@ -46,8 +46,8 @@ static int window_out(int in, int K, int stride, int pad) {
 clcnn_status clcnn_window_shape(clcnn_node *n, clcnn_error *e, const char *where) {
     const clcnn_layer_desc *d = &n->d;
     if (n->x.flat)
-        return clcnn_fail(e, CLCNN_ERR_SHAPE, "%s needs a C x H x W input but gets %d flat features",
-                          where, n->x.c);
+        return clcnn_fail(e, CLCNN_ERR_SHAPE,
+                          "%s needs a C x H x W input but gets %d flat features", where, n->x.c);
     if (n->x.h + 2 * d->pad < d->kernel || n->x.w + 2 * d->pad < d->kernel)
         return clcnn_fail(e, CLCNN_ERR_SHAPE,
                           "%s: kernel %d is larger than its %d x %d input padded by %d", where,
@@ -57,9 +57,9 @@ clcnn_status clcnn_window_shape(clcnn_node *n, clcnn_error *e, const char *where
     return CLCNN_SUCCESS;
 }
 
-static clcnn_status pool_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem argmax,
-                                     cl_mem x, int xoff, int NC, int H, int W, int K, int stride,
-                                     int pad, int OH, int OW) {
+static clcnn_status pool_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem argmax, cl_mem x,
+                                 int xoff, int NC, int H, int W, int K, int stride, int pad, int OH,
+                                 int OW) {
     if (K == 2 && stride == 2 && pad == 0) {
         clcnn_kern *k2 = clcnn_kernel(ctx, CLCNN_K_maxpool2_forward);
         clcnn_args a = {k2->k, 0, CL_SUCCESS};
@@ -93,9 +93,9 @@ static clcnn_status pool_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem 
     return clcnn_launch1d(ctx, k, &a, (size_t)NC * OH * OW);
 }
 
-static clcnn_status pool_backward(clcnn_context *ctx, cl_mem gx, int gxoff, cl_mem gy,
-                                      int gyoff, cl_mem argmax, int NC, int H, int W, int K,
-                                      int stride, int pad, int OH, int OW) {
+static clcnn_status pool_backward(clcnn_context *ctx, cl_mem gx, int gxoff, cl_mem gy, int gyoff,
+                                  cl_mem argmax, int NC, int H, int W, int K, int stride, int pad,
+                                  int OH, int OW) {
     if (K == 2 && stride == 2 && pad == 0) {
         clcnn_kern *k2 = clcnn_kernel(ctx, CLCNN_K_maxpool2_backward);
         clcnn_args a = {k2->k, 0, CL_SUCCESS};
@@ -171,8 +171,8 @@ static clcnn_status maxpool_forward(const clcnn_node *n, const clcnn_io *io) {
 static clcnn_status maxpool_backward(const clcnn_node *n, const clcnn_io *io) {
     const clcnn_layer_desc *d = &n->d;
     if (!io->gx[0]) return CLCNN_SUCCESS;
-    return pool_backward(io->ctx, io->gx[0], 0, io->gy, 0, io->aux, io->N * n->x.c, n->x.h,
-                         n->x.w, d->kernel, d->stride, d->pad, n->y.h, n->y.w);
+    return pool_backward(io->ctx, io->gx[0], 0, io->gy, 0, io->aux, io->N * n->x.c, n->x.h, n->x.w,
+                         d->kernel, d->stride, d->pad, n->y.h, n->y.w);
 }
 
 static void maxpool_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
