@@ -183,8 +183,6 @@ static clcnn_status finish_context(clcnn_context *ctx, const clcnn_settings *s, 
                                                 &ctx->err)) != CLCNN_SUCCESS)
         return st;
     ctx->conv_algo = s->conv_algo;
-    ctx->gemm_backend = (int)clcnn_gemm_kind(ctx);
-    ctx->autotune = clcnn_tune_enabled(ctx);
     ctx->build_seconds = clcnn_now_seconds() - t0;
     return CLCNN_SUCCESS;
 }

@@ -36,10 +36,6 @@ struct clcnn_context {
     struct clcnn_gemm_set *gemm; /* the GEMM backends (gemm.h) */
     struct clcnn_tuner *tuner;   /* autotuning (tune.h); NULL when it is off */
     struct clcnn_prof *prof;     /* profiling (prof.h); NULL when it is off */
-    /* Copies of clcnn_gemm_kind(ctx) and clcnn_tune_enabled(ctx), set once at creation, for
-     * layer code that predates the accessors; new code calls the accessors. */
-    int gemm_backend;
-    int autotune;
 };
 
 /* The names of every kernel the library launches (*n of them, CLCNN_K_COUNT), in

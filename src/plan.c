@@ -72,7 +72,8 @@ clcnn_status clcnn_plan_build(clcnn_model *m, const clcnn_layer_desc *descs, int
     clcnn_params pl = {calloc((size_t)n * 4 + 4, sizeof(clcnn_param)), 0, n * 4 + 4, 0};
     m->nodes = calloc((size_t)n + 1, sizeof *m->nodes);
     m->params = pl.p;
-    if (!m->nodes || !pl.p) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    if (!m->nodes || !pl.p)
+        return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     for (int i = 0; i < n; i++) {
         if ((st = clcnn_node_init(&m->nodes[i], &descs[i], i, x, &pl, &m->err))) return st;
         x = m->nodes[i].y;
@@ -104,7 +105,7 @@ size_t clcnn_plan_format(const clcnn_model *m, int N, char *buf, size_t size) {
     size_t used = 0;
     if (buf && size) buf[0] = '\0';
     clcnn_appendf(buf, size, &used, "%-4s %-20s %-7s %-12s %-12s %-12s %-12s %s\n", "node", "layer",
-           "input", "output", "forward", "wgrad", "dgrad", "workspace");
+                  "input", "output", "forward", "wgrad", "dgrad", "workspace");
     for (int i = 0; i < m->n_nodes; i++) {
         const clcnn_node *n = &m->nodes[i];
         char name[48], in[16] = "", out[32];
@@ -126,9 +127,9 @@ size_t clcnn_plan_format(const clcnn_model *m, int N, char *buf, size_t size) {
         else
             snprintf(out, sizeof out, "%dx%dx%d", n->y.c, n->y.h, n->y.w);
         if (n->ops->workspace) n->ops->workspace(m->ctx, n, N, &w);
-        clcnn_appendf(buf, size, &used, "%-4d %-20s %-7s %-12s %-12s %-12s %-12s %.1f KiB\n", i, name, in,
-               out, clcnn_algo_name(n->algo[0]), clcnn_algo_name(n->algo[1]),
-               clcnn_algo_name(n->algo[2]), node_bytes(&w) / 1024.0);
+        clcnn_appendf(buf, size, &used, "%-4d %-20s %-7s %-12s %-12s %-12s %-12s %.1f KiB\n", i,
+                      name, in, out, clcnn_algo_name(n->algo[0]), clcnn_algo_name(n->algo[1]),
+                      clcnn_algo_name(n->algo[2]), node_bytes(&w) / 1024.0);
     }
     return used;
 }

@@ -134,7 +134,8 @@ typedef struct clcnn_layer_syntax {
     void (*format)(const clcnn_layer_desc *d, clcnn_spec_buf *b);
 } clcnn_layer_syntax;
 
-#define CLCNN_LAYER_SYNTAX_(UPPER, lower, kernels) extern const clcnn_layer_syntax clcnn_##lower##_syntax;
+#define CLCNN_LAYER_SYNTAX_(UPPER, lower, kernels)                                                 \
+    extern const clcnn_layer_syntax clcnn_##lower##_syntax;
 CLCNN_LAYER_LIST(CLCNN_LAYER_SYNTAX_, CLCNN_LAYER_NO_KERNELS_)
 #undef CLCNN_LAYER_SYNTAX_
 

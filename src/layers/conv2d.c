@@ -72,11 +72,16 @@ static int grad_input_shape(const clcnn_conv2d_shape *s, clcnn_conv2d_shape *g) 
     return 1;
 }
 
+/* Floats past the padded input that the direct kernels read (in lanes they do not store): the
+ * last tile's extra rows (up to 3) and lanes past the edge. */
+static size_t pad_slack(size_t wp) {
+    return 3 * wp + 32;
+}
+
 /* Floats of padded input the direct kernels need for N images of s. */
 static size_t direct_scratch(const clcnn_conv2d_shape *s, int N) {
     size_t hp = (size_t)s->H + 2 * (size_t)s->pad, wp = (size_t)s->W + 2 * (size_t)s->pad;
-    /* Slack: the last tile's extra rows (up to 3) and lanes past the edge read beyond the data. */
-    return (size_t)N * (size_t)s->C * hp * wp + 3 * wp + 32;
+    return (size_t)N * (size_t)s->C * hp * wp + pad_slack(wp);
 }
 
 /* Floats of im2col matrix and GEMM rows per image. */
@@ -97,9 +102,9 @@ static int chunk_of(const clcnn_conv2d_shape *s, const clcnn_io *io) {
 
 /* The direct stride-1 convolution: pad the input once, then one launch for the batch. */
 static clcnn_status conv_direct(clcnn_context *ctx, cl_mem xp, int padded,
-                                const clcnn_conv2d_shape *s, cl_mem y, int yoff, cl_mem x, int xoff,
-                                cl_mem params, int woff, int boff, int N, cl_mem argmax) {
-    int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad, nc = N * s->C;
+                                const clcnn_conv2d_shape *s, cl_mem y, cl_mem x, cl_mem params,
+                                int woff, int boff, int N, cl_mem argmax) {
+    int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad, nc = N * s->C, zero = 0;
     clcnn_kern *pad = clcnn_kernel(ctx, CLCNN_K_pad_input);
     clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_conv_direct_s1);
     clcnn_status st;
@@ -107,7 +112,7 @@ static clcnn_status conv_direct(clcnn_context *ctx, cl_mem xp, int padded,
     clcnn_args a = {pad->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, xp);
     CLCNN_ARG(&a, x);
-    CLCNN_ARG(&a, xoff);
+    CLCNN_ARG(&a, zero);
     CLCNN_ARG(&a, nc);
     CLCNN_ARG(&a, s->H);
     CLCNN_ARG(&a, s->W);
@@ -118,13 +123,13 @@ static clcnn_status conv_direct(clcnn_context *ctx, cl_mem xp, int padded,
     /* Zero the slack past the data too: the kernels read it in lanes they do not store, but
      * the weight gradient multiplies those lanes by zeros, and 0 * NaN (left-over bytes) would
      * poison the sum. */
-    if ((st = clcnn_fill(ctx, xp, nc * hp * wp, 3 * wp + 32, 0.0f))) return st;
+    if ((st = clcnn_fill(ctx, xp, nc * hp * wp, (int)pad_slack(wp), 0.0f))) return st;
 conv:
     if (!y) return CLCNN_SUCCESS; /* padding only (the weight gradient's input) */
     if (s->OW == 8) k = clcnn_kernel(ctx, CLCNN_K_conv_direct_s1_w8);
     clcnn_args b = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&b, y);
-    CLCNN_ARG(&b, yoff);
+    CLCNN_ARG(&b, zero);
     CLCNN_ARG(&b, xp);
     CLCNN_ARG(&b, params);
     CLCNN_ARG(&b, woff);
@@ -196,15 +201,20 @@ static wgrad_plan plan_wgrad(const clcnn_conv2d_shape *s, int N) {
 
 /* The direct weight gradient's operands, for its two kernels and the autotuner. */
 typedef struct wgrad_args {
-    const clcnn_io *io;
+    const clcnn_io *io; /* x, the gradient buffer and the weight's offset, the scratch, N */
     const clcnn_conv2d_shape *s;
     wgrad_plan plan;
-    cl_mem grads, gy, x, params;
-    int woff, boff, gyoff, xoff, N;
-    int rows_ready; /* ws->rows already holds gy as pixel rows (after a fused pool) */
-    cl_mem xp;      /* the padded input: ws->xpad, padded here, or the forward's kept copy */
+    cl_mem gy;
+    int rows_ready; /* io->rows already holds gy as pixel rows (after a fused pool) */
+    cl_mem xp;      /* the padded input: io->xpad, padded here, or the forward's kept copy */
     int padded;     /* xp already holds x padded */
 } wgrad_args;
+
+/* Pads x into w->xp unless the forward left it there. */
+static clcnn_status wgrad_pad(clcnn_context *ctx, const wgrad_args *w) {
+    const clcnn_io *io = w->io;
+    return conv_direct(ctx, w->xp, w->padded, w->s, NULL, io->x[0], io->params, 0, 0, io->N, NULL);
+}
 
 /* The weight-gradient kernels' trailing shape arguments: C, Hp, Wp, OC, K, OH, OW. */
 static void wgrad_shape_args(clcnn_args *a, const clcnn_conv2d_shape *s) {
@@ -224,18 +234,17 @@ static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
     const clcnn_io *ws = w->io;
     const clcnn_conv2d_shape *s = w->s;
     wgrad_plan plan = w->plan;
-    cl_mem grads = w->grads, gy = w->gy, x = w->x, params = w->params;
-    int woff = w->woff, boff = w->boff, gyoff = w->gyoff, xoff = w->xoff, N = w->N;
+    cl_mem grads = ws->grads;
+    int woff = ws->woff, N = ws->N, zero = 0;
     int ohw = s->OH * s->OW, ckk = s->C * s->K * s->K;
     clcnn_status st;
     clcnn_kern *tr = clcnn_kernel(ctx, CLCNN_K_gy_to_rows_pad);
     clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_conv_wgrad_rows);
-    st = conv_direct(ctx, w->xp, w->padded, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
-    if (st) return st;
+    if ((st = wgrad_pad(ctx, w))) return st;
     clcnn_args t = {tr->k, 0, CL_SUCCESS};
     CLCNN_ARG(&t, ws->rows);
-    CLCNN_ARG(&t, gy);
-    CLCNN_ARG(&t, gyoff);
+    CLCNN_ARG(&t, w->gy);
+    CLCNN_ARG(&t, zero);
     CLCNN_ARG(&t, N);
     CLCNN_ARG(&t, s->OC);
     CLCNN_ARG(&t, ohw);
@@ -276,20 +285,18 @@ static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
 /* Lane reduction: reads gy in place, sums along rows in float16 lanes (conv_wgrad_s1). */
 static clcnn_status wgrad_lanes(clcnn_context *ctx, const wgrad_args *w) {
     const clcnn_conv2d_shape *s = w->s;
-    cl_mem grads = w->grads, gy = w->gy, x = w->x, params = w->params;
-    int woff = w->woff, boff = w->boff, gyoff = w->gyoff, xoff = w->xoff, N = w->N;
-    int ckk = s->C * s->K * s->K;
+    const clcnn_io *io = w->io;
+    int ckk = s->C * s->K * s->K, zero = 0;
     clcnn_status st;
     clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_conv_wgrad_s1);
-    st = conv_direct(ctx, w->xp, w->padded, s, NULL, 0, x, xoff, params, woff, boff, N, NULL);
-    if (st) return st;
+    if ((st = wgrad_pad(ctx, w))) return st;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, grads);
-    CLCNN_ARG(&a, woff);
-    CLCNN_ARG(&a, gy);
-    CLCNN_ARG(&a, gyoff);
+    CLCNN_ARG(&a, io->grads);
+    CLCNN_ARG(&a, io->woff);
+    CLCNN_ARG(&a, w->gy);
+    CLCNN_ARG(&a, zero);
     CLCNN_ARG(&a, w->xp);
-    CLCNN_ARG(&a, N);
+    CLCNN_ARG(&a, io->N);
     wgrad_shape_args(&a, s);
     size_t global[2] = {(size_t)(ckk + 3) / 4, (size_t)(s->OC + 3) / 4};
     return clcnn_launch_single(ctx, k, &a, 2, global);
@@ -324,8 +331,8 @@ static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, c
         out[k++] = CLCNN_ALGO_IM2COL;
     } else if (n->need_gx) {
         if (n->n_layers == 2) return out[0] = CLCNN_ALGO_FLIP_DIRECT, 1;
-        if (grad_input_shape(s, &g)) out[k++] = CLCNN_ALGO_FLIP_DIRECT;
-        if (grad_input_shape(s, &g)) out[k++] = CLCNN_ALGO_FLIP_IM2COL;
+        if (grad_input_shape(s, &g))
+            out[k++] = CLCNN_ALGO_FLIP_DIRECT, out[k++] = CLCNN_ALGO_FLIP_IM2COL;
         out[k++] = CLCNN_ALGO_COL2IM;
     }
     return k;
@@ -461,11 +468,11 @@ static clcnn_status conv_forward(const clcnn_node *n, const clcnn_io *io) {
     cl_mem xp = io->keep_pad ? io->keep_pad : io->xpad;
     switch (n->algo[CLCNN_PASS_FORWARD]) {
     case CLCNN_ALGO_DIRECT:
-        return conv_direct(io->ctx, xp, 0, s, io->y, 0, io->x[0], 0, io->params, io->woff, boff,
-                           io->N, NULL);
+        return conv_direct(io->ctx, xp, 0, s, io->y, io->x[0], io->params, io->woff, boff, io->N,
+                           NULL);
     case CLCNN_ALGO_DIRECT_POOL:
-        return conv_direct(io->ctx, xp, 0, s, io->y, 0, io->x[0], 0, io->params, io->woff, boff,
-                           io->N, io->aux);
+        return conv_direct(io->ctx, xp, 0, s, io->y, io->x[0], io->params, io->woff, boff, io->N,
+                           io->aux);
     default:
         return forward_im2col(io, s, io->y, io->x[0], io->params, io->woff, boff, io->keep_col);
     }
@@ -488,7 +495,7 @@ static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_
     CLCNN_ARG(&f, s->K);
     if ((st = clcnn_launch1d(ctx, flip, &f, (size_t)s->OC * s->C))) return st;
     if (n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_DIRECT)
-        return conv_direct(ctx, io->xpad, 0, &g, io->gx[0], 0, gy, 0, io->wflip, 0, 0, io->N, NULL);
+        return conv_direct(ctx, io->xpad, 0, &g, io->gx[0], gy, io->wflip, 0, 0, io->N, NULL);
     return forward_im2col(io, &g, io->gx[0], gy, io->wflip, 0, 0, NULL);
 }
 
@@ -556,15 +563,7 @@ static clcnn_status wgrad_direct(const clcnn_node *n, const clcnn_io *io, cl_mem
     wgrad_args wa = {io,
                      s,
                      plan_wgrad(s, io->N),
-                     io->grads,
                      gy,
-                     io->x[0],
-                     io->params,
-                     io->woff,
-                     io->boff < 0 ? 0 : io->boff,
-                     0,
-                     0,
-                     io->N,
                      rows_ready,
                      io->keep_pad ? io->keep_pad : io->xpad,
                      io->keep_pad != NULL};

@@ -67,7 +67,6 @@ typedef struct clcnn_node_ws {
     size_t keep_col, keep_pad;     /* kept from the forward for the backward */
     size_t aux;                    /* ints: a pool's argmax */
     size_t pre;                    /* a fused node's inner output gradient (conv before pool) */
-    int chunk;                     /* images per im2col chunk */
 } clcnn_node_ws;
 
 struct clcnn_layer_ops;
