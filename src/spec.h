@@ -13,7 +13,7 @@
  * large allocation, so the parser can take untrusted text (it is fuzzed). */
 #define CLCNN_SPEC_MAX_LAYERS 256 /* layers after expanding repetitions */
 #define CLCNN_SPEC_MAX_REPEAT 64  /* N in N*( ... ) */
-#define CLCNN_SPEC_MAX_DEPTH 8    /* nested repetition groups */
+#define CLCNN_SPEC_MAX_DEPTH 8    /* nested groups: repetitions and residual blocks */
 /* CLCNN_SPEC_MAX_LEN (clcnn.h): bytes of spec text; keeps every column an int */
 
 /* One value per line of src/layers/registry.h, in its order: CLCNN_LAYER_CONV2D, ... */
@@ -36,6 +36,10 @@ typedef struct clcnn_layer_desc {
     int out;                 /* conv: out channels; linear: out features; else 0 */
     int kernel, stride, pad; /* conv and maxpool; else 0 */
     int bias;                /* conv and linear: 1 = has bias; else 0 */
+    double eps, momentum;    /* bn */
+    double p;                /* dropout: the probability of zeroing an element */
+    double factor;           /* scale: the constant y = x * factor */
+    int body;                /* res: how many entries after this one are its body */
     int pos; /* 1-based column in the spec text where the layer starts (for later shape errors);
               * for a preset, the column in the preset's text */
 } clcnn_layer_desc;
@@ -48,7 +52,7 @@ typedef struct clcnn_layer_desc {
  * empty spec, is CLCNN_ERR_SPEC; a NULL argument is CLCNN_ERR_INVALID_ARGUMENT. */
 clcnn_status clcnn_spec_parse(const char *spec, clcnn_layer_desc **layers, int *n, clcnn_error *e);
 
-/* The text of a preset ("seed", "seed-relu"; case-insensitive, exact), or NULL. */
+/* The text of a preset ("seed", "seed-relu", "resnet"; case-insensitive, exact), or NULL. */
 const char *clcnn_spec_preset(const char *name);
 
 /* Canonical text of a layer list, which parses back to the same list (except pos), e.g.
@@ -74,6 +78,11 @@ typedef enum clcnn_spec_slot {
     CLCNN_SLOT_STRIDE, /* 1..64 */
     CLCNN_SLOT_PAD,    /* 0..64 */
     CLCNN_SLOT_BIAS,   /* 0 or 1 */
+    /* Real numbers (clcnn_layer_args.real): */
+    CLCNN_SLOT_P,        /* a probability, 0..1 (dropout) */
+    CLCNN_SLOT_FACTOR,   /* any finite number (scale) */
+    CLCNN_SLOT_EPS,      /* > 0 (bn) */
+    CLCNN_SLOT_MOMENTUM, /* 0..1 (bn) */
     CLCNN_SLOT_COUNT
 } clcnn_spec_slot;
 
@@ -84,15 +93,21 @@ enum { CLCNN_ARG_UNSET, CLCNN_ARG_POS, CLCNN_ARG_KW };
 
 /* The arguments of one layer as read, range-checked, before defaults apply. */
 typedef struct clcnn_layer_args {
-    int val[CLCNN_SLOT_COUNT];    /* 0 when unset */
-    int how[CLCNN_SLOT_COUNT];    /* CLCNN_ARG_* */
-    size_t col[CLCNN_SLOT_COUNT]; /* offset of the value in the text, for clcnn_spec_fail */
-    int npos;                     /* positional arguments given */
+    int val[CLCNN_SLOT_COUNT];     /* integer slots; 0 when unset */
+    double real[CLCNN_SLOT_COUNT]; /* real-number slots; 0 when unset */
+    int how[CLCNN_SLOT_COUNT];     /* CLCNN_ARG_* */
+    size_t col[CLCNN_SLOT_COUNT];  /* offset of the value in the text, for clcnn_spec_fail */
+    int npos;                      /* positional arguments given */
 } clcnn_layer_args;
 
 /* The value of a slot, or def when it was not given. */
 static inline int clcnn_layer_arg(const clcnn_layer_args *a, clcnn_spec_slot slot, int def) {
     return a->how[slot] != CLCNN_ARG_UNSET ? a->val[slot] : def;
+}
+
+/* The value of a real-number slot, or def when it was not given. */
+static inline double clcnn_layer_real(const clcnn_layer_args *a, clcnn_spec_slot slot, double def) {
+    return a->how[slot] != CLCNN_ARG_UNSET ? a->real[slot] : def;
 }
 
 typedef struct clcnn_spec_parser clcnn_spec_parser; /* one parse in progress */
@@ -105,6 +120,9 @@ clcnn_status clcnn_spec_fail(const clcnn_spec_parser *p, size_t at, const char *
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/* Appends the shortest decimal text of v that reads back as v ("0.1", "1e-05"). */
+void clcnn_spec_append_real(clcnn_spec_buf *b, double v);
 
 /* Appends printf-formatted text to b; what does not fit is counted but not written. */
 void clcnn_spec_append(clcnn_spec_buf *b, const char *fmt, ...)
@@ -132,6 +150,9 @@ typedef struct clcnn_layer_syntax {
                            clcnn_layer_desc *d);
     /* Appends d's canonical text, which parses back to d. NULL: the name alone. */
     void (*format)(const clcnn_layer_desc *d, clcnn_spec_buf *b);
+    /* 1: the layer takes a group of layers in its parentheses, "res( layers )", instead of
+     * arguments; its body entries follow it in the list (clcnn_layer_desc.body). */
+    int group;
 } clcnn_layer_syntax;
 
 #define CLCNN_LAYER_SYNTAX_(UPPER, lower, kernels)                                                 \

@@ -12,8 +12,8 @@
 #define LIN CLCNN_LAYER_LINEAR
 
 /* Expected layers; pos 0 means "not checked". */
-#define L(kind, out, k, s, p, b, pos)                                                              \
-    { kind, out, k, s, p, b, pos }
+#define L(kind_, out_, k, s, p, b, pos_)                                                           \
+    { .kind = kind_, .out = out_, .kernel = k, .stride = s, .pad = p, .bias = b, .pos = pos_ }
 
 static int same_layer(const clcnn_layer_desc *a, const clcnn_layer_desc *b, int check_pos) {
     return a->kind == b->kind && a->out == b->out && a->kernel == b->kernel &&
@@ -137,6 +137,8 @@ static void test_presets(void) {
            L(RELU, 0, 0, 0, 0, 0, 119), L(LIN, 10, 0, 0, 0, 1, 124));
     SAME("seed", clcnn_spec_preset("seed"));
     SAME("seed-relu", clcnn_spec_preset("seed-relu"));
+    SAME("ResNet", clcnn_spec_preset("resnet"));
+    ROUND_TRIP("resnet", NULL);
 }
 
 static void test_names_and_args(void) {
@@ -226,6 +228,16 @@ static void test_format(void) {
                "conv(8,3,stride=2,pad=0,bias=0) maxpool(3,stride=1,pad=1) linear(4,bias=0) "
                "linear(4)");
     ROUND_TRIP("2*(conv(16,3,pad=1) relu) maxpool(2)", NULL);
+    ROUND_TRIP("ap(3,2,1) AvgPool2d(2) avgpool(3,stride=1) globalavgpool globalmaxpool() flatten",
+               "avgpool(3,stride=2,pad=1) avgpool(2,stride=2) avgpool(3,stride=1) globalavgpool "
+               "globalmaxpool flatten");
+    ROUND_TRIP("dropout gelu scale(0.125) dropout(0.1) scale(-2) scale(1e-7)",
+               "dropout(0.5) gelu scale(0.125) dropout(0.1) scale(-2) scale(1e-07)");
+    ROUND_TRIP("res(relu 2*(res(gelu))) Residual( relu )",
+               "res(relu res(gelu) res(gelu)) res(relu)");
+    ROUND_TRIP("2*(res(conv(8,3,pad=1) relu)) flatten linear(10)",
+               "res(conv(8,3,stride=1,pad=1) relu) res(conv(8,3,stride=1,pad=1) relu) flatten "
+               "linear(10)");
 
     /* snprintf contract: the length needed comes back whatever the buffer; it stays
      * NUL-terminated; NULL with size 0 is allowed. */
@@ -293,6 +305,21 @@ static const bad_spec bad_specs[] = {
                           "padding)"},
     {"linear(10,stride=1)", "column 11: linear has no keyword 'stride' (it takes bias)"},
     {"conv(8,3,pad=1,pad=2)", "column 16: pad given twice"},
+    /* real-number arguments and groups */
+    {"dropout(1.5)", "column 9: p must be in [0, 1], got '1.5'"},
+    {"dropout(-0.1)", "column 9: p must be in [0, 1], got '-0.1'"},
+    {"dropout(x)", "column 9: p expects a number, got 'x'"},
+    {"dropout(0x1p-2)", "column 9: p expects a number, got '0x1p-2'"},
+    {"dropout(nan)", "column 9: p expects a number, got 'nan'"},
+    {"scale(1e999)", "column 7: factor must be a finite number, got '1e999'"},
+    {"scale", "column 1: scale needs 1 positional argument (factor), got 0"},
+    {"scale(1..2)", "column 7: factor expects a number, got '1..2'"},
+    {"scale(2,p=1)", "column 9: scale takes no keyword arguments, got 'p'"},
+    {"res", "column 4: expected '(' after res (a residual block is res( layers )), got end of "
+            "spec"},
+    {"res()", "column 4: empty res block"},
+    {"res(relu", "column 9: missing ')' to close the group opened at column 4"},
+    {"res(relu flatten) res(3)", "column 24: expected '*' after the repeat count"},
     {"conv(8,3,pad=1,padding=1)", "column 16: pad given twice"},
     {"conv(8,3,2,stride=2)", "column 12: stride given both positionally and by keyword"},
     {"conv(8,stride=2,3)", "column 17: positional argument after keyword arguments"},
@@ -301,6 +328,14 @@ static const bad_spec bad_specs[] = {
     {"linear(10,3)", "column 11: linear takes at most 1 positional argument (out)"},
     {"maxpool(3,2,2)", "column 13: maxpool pad 2 is more than half the kernel 3"},
     {"maxpool(2,pad=2)", "column 15: maxpool pad 2 is more than half the kernel 2"},
+    {"avgpool(0)", "column 9: kernel must be in 1..64, got 0"},
+    {"avgpool(3,pad=2)", "column 15: avgpool pad 2 is more than half the kernel 3 (PyTorch "
+                         "requires pad <= kernel/2)"},
+    {"avgpool()", "column 1: avgpool needs at least 1 positional argument (kernel), got 0"},
+    {"avgpool(2,bias=0)", "column 11: avgpool has no keyword 'bias' (it takes stride, pad, "
+                          "padding)"},
+    {"globalavgpool(2)", "column 15: globalavgpool takes no arguments"},
+    {"globalmaxpool(1)", "column 15: globalmaxpool takes no arguments"},
     {"0*(relu)", "column 1: repeat count must be in 1..64, got 0"},
     {"65*(relu)", "column 1: repeat count '65' is too large (at most 64)"},
     {"99999999999999999999*(relu)", "column 1: repeat count '99999999999999999999' is too large"},
@@ -309,7 +344,7 @@ static const bad_spec bad_specs[] = {
     {"3", "column 2: expected '*' after the repeat count (a repetition is N*( layers )), got end "
           "of spec"},
     {"2*()", "column 3: empty repetition group"},
-    {"1*(1*(1*(1*(1*(1*(1*(1*(1*(relu)))))))))", "column 27: repetition groups nest deeper "
+    {"1*(1*(1*(1*(1*(1*(1*(1*(1*(relu)))))))))", "column 27: groups nest deeper "
                                                  "than 8"},
     {"4*(64*(relu)) relu", "column 15: more than 256 layers"},
     {"relu 4*(64*(relu))", "column 6: more than 256 layers after expanding repetitions"},
