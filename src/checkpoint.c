@@ -18,7 +18,7 @@
 static const char *ckpt_format = "clcnn-checkpoint/2";
 static const char *ckpt_format_v1 = "clcnn-checkpoint/1";
 #define CONTENT_KEY "content_xxh64"
-#define META_MAX 16 /* metadata pairs in either file, the content checksum included */
+#define META_MAX 24 /* metadata pairs in either file, the content checksum included */
 
 /* The state file's name of each optimizer, indexed by clcnn_optimizer_kind (which
  * clcnn_optimizer_check keeps in range). */
@@ -41,7 +41,45 @@ static void state_path(const char *path, char *out, size_t size) {
 /* The largest file a load reads for this model: a header as large as safetensors allows, and
  * 16 bytes per parameter (the weights in F64, and as much again of other tensors). */
 static size_t max_file_bytes(const clcnn_model *m) {
-    return (size_t)CLCNN_ST_MAX_HEADER + 16 * m->total;
+    return (size_t)CLCNN_ST_MAX_HEADER + 16 * (m->total + m->n_stats);
+}
+
+/* Longest tensor name in a state file: "s1." and a parameter's name. */
+#define CKPT_NAME_MAX (CLCNN_PARAM_NAME_MAX + 16)
+
+/* A model's state_dict on the host: the trained parameters (or an optimizer state laid out as
+ * them), the running statistics and num_batches_tracked. */
+typedef struct host_dict {
+    float *w;
+    float *stats; /* NULL when the model has none */
+    int64_t count;
+} host_dict;
+
+/* Reads the running statistics into d->stats (none: NULL) and the counter. */
+static clcnn_status read_stats(clcnn_model *m, host_dict *d) {
+    d->count = m->batches_tracked;
+    d->stats = NULL;
+    if (m->n_stats == 0) return CLCNN_SUCCESS;
+    if (!(d->stats = malloc(m->n_stats * sizeof *d->stats)))
+        return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    cl_int rc = clEnqueueReadBuffer(m->ctx->queue, m->stats, CL_TRUE, 0,
+                                    m->n_stats * sizeof *d->stats, d->stats, 0, NULL, NULL);
+    if (rc != CL_SUCCESS)
+        return clcnn_fail(&m->err, (clcnn_status)rc, "reading statistics failed: %s",
+                          clcnn_cl_error_name(rc));
+    return CLCNN_SUCCESS;
+}
+
+/* The model takes d's statistics and counter (after its parameters were swapped in). */
+static clcnn_status write_stats(clcnn_model *m, const host_dict *d) {
+    m->batches_tracked = d->count;
+    if (m->n_stats == 0) return CLCNN_SUCCESS;
+    cl_int rc = clEnqueueWriteBuffer(m->ctx->queue, m->stats, CL_TRUE, 0,
+                                     m->n_stats * sizeof *d->stats, d->stats, 0, NULL, NULL);
+    if (rc != CL_SUCCESS)
+        return clcnn_fail(&m->err, (clcnn_status)rc, "writing statistics failed: %s",
+                          clcnn_cl_error_name(rc));
+    return CLCNN_SUCCESS;
 }
 
 /* Reads a whole device buffer of `total` floats. */
@@ -74,15 +112,19 @@ static clcnn_status upload_new(clcnn_model *m, cl_mem *out, const float *h, cons
     return CLCNN_SUCCESS;
 }
 
-static void entry_for(const clcnn_param *p, const char *name, const float *base,
+/* The entry of p in d (an I64 scalar for the counter, F32 otherwise). */
+static void entry_for(const clcnn_param *p, const char *name, const host_dict *d,
                       clcnn_st_entry *e) {
     memset(e, 0, sizeof *e);
     e->name = name;
-    e->dtype = CLCNN_ST_F32;
+    e->dtype = p->kind == CLCNN_PARAM_COUNTER ? CLCNN_ST_I64 : CLCNN_ST_F32;
     e->ndim = p->ndim;
-    for (int d = 0; d < p->ndim; d++)
-        e->shape[d] = p->shape[d];
-    e->data = base + p->off;
+    for (int k = 0; k < p->ndim; k++)
+        e->shape[k] = p->shape[k];
+    if (p->kind == CLCNN_PARAM_COUNTER)
+        e->data = &d->count;
+    else
+        e->data = (p->kind == CLCNN_PARAM_STAT ? d->stats : d->w) + p->off;
 }
 
 /* ---- the content checksum ------------------------------------------------------------------ */
@@ -219,8 +261,9 @@ static void sweep_folder(const char *path) {
  * run uses the same hyperparameters. */
 typedef struct ckpt_text {
     char hash[24], epoch[24], step[24], bie[24], bs[24], seed[24], input[48], ostep[24];
-    char lr[32], mom[32], damp[32], nest[8], wd[32], b1[32], b2[32], eps[32];
-    const char *kind;
+    char lr[32], mom[32], damp[32], nest[8], wd[32], b1[32], b2[32], eps[32], nodecay[8];
+    char slr[32], total[24], pct[32], ls[32], crop[16], flip[8], mseed[24];
+    const char *kind, *schedule;
 } ckpt_text;
 
 static void format_text(const clcnn_model *m, const clcnn_checkpoint_info_v2 *info, const float *w,
@@ -241,7 +284,16 @@ static void format_text(const clcnn_model *m, const clcnn_checkpoint_info_v2 *in
     snprintf(t->b1, sizeof t->b1, "%.17g", m->opt.beta1);
     snprintf(t->b2, sizeof t->b2, "%.17g", m->opt.beta2);
     snprintf(t->eps, sizeof t->eps, "%.17g", m->opt.eps);
+    snprintf(t->nodecay, sizeof t->nodecay, "%d", m->opt.no_decay_bn_bias);
     t->kind = optimizer_names[m->opt.kind];
+    t->schedule = clcnn_schedule_name(info->schedule);
+    snprintf(t->slr, sizeof t->slr, "%.17g", info->schedule_lr);
+    snprintf(t->total, sizeof t->total, "%" PRId64, info->total_steps);
+    snprintf(t->pct, sizeof t->pct, "%.17g", info->pct_start);
+    snprintf(t->ls, sizeof t->ls, "%.17g", info->label_smoothing);
+    snprintf(t->crop, sizeof t->crop, "%d", info->random_crop);
+    snprintf(t->flip, sizeof t->flip, "%d", info->hflip);
+    snprintf(t->mseed, sizeof t->mseed, "%" PRIu64, m->seed);
 }
 
 /* Writes the optimizer-state file (the s1./s2. tensors present and the optimizer settings)
@@ -249,17 +301,19 @@ static void format_text(const clcnn_model *m, const clcnn_checkpoint_info_v2 *in
  * parameter. */
 static clcnn_status write_state_tmp(clcnn_model *m, const char *spath, const float *s1,
                                     const float *s2, const ckpt_text *t, clcnn_st_entry *ents,
-                                    char (*names)[48], char **tmp) {
+                                    char (*names)[CKPT_NAME_MAX], char **tmp) {
     char hex[24];
     int n = 0;
+    host_dict d1 = {(float *)s1, NULL, 0}, d2 = {(float *)s2, NULL, 0};
     for (int i = 0; i < m->n_params; i++) {
+        if (!clcnn_param_trained(m->params[i].kind)) continue;
         if (s1) {
             snprintf(names[n], sizeof names[n], "s1.%s", m->params[i].name);
-            entry_for(&m->params[i], names[n], s1, &ents[n]), n++;
+            entry_for(&m->params[i], names[n], &d1, &ents[n]), n++;
         }
         if (s2) {
             snprintf(names[n], sizeof names[n], "s2.%s", m->params[i].name);
-            entry_for(&m->params[i], names[n], s2, &ents[n]), n++;
+            entry_for(&m->params[i], names[n], &d2, &ents[n]), n++;
         }
     }
     /* clang-format off */
@@ -276,17 +330,18 @@ static clcnn_status write_state_tmp(clcnn_model *m, const char *spath, const flo
         "beta1",          t->b1,
         "beta2",          t->b2,
         "eps",            t->eps,
+        "no_decay_bn_bias", t->nodecay,
         "epoch",          t->epoch,
         "step",           t->step};
     /* clang-format on */
-    int nm = add_checksum(ents, n, meta, 14, hex);
+    int nm = add_checksum(ents, n, meta, 15, hex);
     if (nm < 0) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     return clcnn_st_write_tmp(spath, ents, n, meta, nm, tmp, &m->err);
 }
 
 /* Writes the weights file (every parameter from w, the model and the position in the run)
  * under a temporary name beside path, into *tmp. ents has room for one entry a parameter. */
-static clcnn_status write_weights_tmp(clcnn_model *m, const char *path, const float *w,
+static clcnn_status write_weights_tmp(clcnn_model *m, const char *path, const host_dict *w,
                                       const ckpt_text *t, clcnn_st_entry *ents, char **tmp) {
     char hex[24];
     for (int i = 0; i < m->n_params; i++)
@@ -302,9 +357,17 @@ static clcnn_status write_weights_tmp(clcnn_model *m, const char *path, const fl
         "batch_size",     t->bs,
         "seed",           t->seed,
         "weights_xxh64",  t->hash,
-        "clcnn_version",  clcnn_version()};
+        "clcnn_version",  clcnn_version(),
+        "schedule",       t->schedule,
+        "schedule_lr",    t->slr,
+        "total_steps",    t->total,
+        "pct_start",      t->pct,
+        "label_smoothing", t->ls,
+        "random_crop",    t->crop,
+        "hflip",          t->flip,
+        "model_seed",     t->mseed};
     /* clang-format on */
-    int nm = add_checksum(ents, m->n_params, meta, 10, hex);
+    int nm = add_checksum(ents, m->n_params, meta, 18, hex);
     if (nm < 0) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     return clcnn_st_write_tmp(path, ents, m->n_params, meta, nm, tmp, &m->err);
 }
@@ -313,8 +376,9 @@ clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *m, const char *path,
                                             const clcnn_checkpoint_info_v2 *info) {
     clcnn_status st;
     float *w = NULL, *s1 = NULL, *s2 = NULL;
+    host_dict wd = {NULL, NULL, 0};
     clcnn_st_entry *ents = NULL;
-    char(*names)[48] = NULL;
+    char(*names)[CKPT_NAME_MAX] = NULL;
     char *stmp = NULL, *wtmp = NULL;
     char spath[4200];
     ckpt_text t;
@@ -324,6 +388,8 @@ clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *m, const char *path,
         return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "negative checkpoint position");
     sweep_folder(path);
     if ((st = read_all(m, m->p, &w))) goto done;
+    wd.w = w;
+    if ((st = read_stats(m, &wd))) goto done;
     if (m->s1 && (st = read_all(m, m->s1, &s1))) goto done;
     if (m->s2 && (st = read_all(m, m->s2, &s2))) goto done;
     ents = calloc((size_t)m->n_params * 2 + 1, sizeof *ents);
@@ -340,7 +406,7 @@ clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *m, const char *path,
      * mix. */
     state_path(path, spath, sizeof spath);
     if ((st = write_state_tmp(m, spath, s1, s2, &t, ents, names, &stmp))) goto done;
-    if ((st = write_weights_tmp(m, path, w, &t, ents, &wtmp))) goto done;
+    if ((st = write_weights_tmp(m, path, &wd, &t, ents, &wtmp))) goto done;
     st = clcnn_st_commit(stmp, spath, &m->err);
     free(stmp);
     stmp = NULL;
@@ -354,6 +420,7 @@ done:
     free(stmp);
     free(wtmp);
     free(w);
+    free(wd.stats);
     free(s1);
     free(s2);
     free(ents);
@@ -365,7 +432,10 @@ clcnn_status clcnn_model_save_checkpoint(clcnn_model *m, const char *path,
                                          const clcnn_checkpoint_info *info) {
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!info) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL argument");
-    clcnn_checkpoint_info_v2 v2 = {info->epoch, info->step, info->batch_in_epoch, info->seed, 0};
+    clcnn_checkpoint_info_v2 v2 = {.epoch = info->epoch,
+                                   .step = info->step,
+                                   .batch_in_epoch = info->batch_in_epoch,
+                                   .seed = info->seed};
     return clcnn_model_save_checkpoint_v2(m, path, &v2);
 }
 
@@ -378,13 +448,15 @@ static void fmt_shape(char *buf, size_t size, const int64_t *shape, int ndim) {
         u += (size_t)snprintf(buf + u, size - u, "%s%lld", d ? ", " : "", (long long)shape[d]);
 }
 
-/* Copies tensor t (F32 or F64, shape equal to p's) into dst + p->off. */
+/* Takes tensor t (shape equal to p's) into d: F32 or F64 into d->w or d->stats at p->off, an
+ * integer scalar into the counter (as PyTorch saves num_batches_tracked). */
 static clcnn_status take_tensor(clcnn_model *m, const clcnn_st_file *f, const clcnn_st_tensor *t,
-                                const clcnn_param *p, const char *path, float *dst) {
+                                const clcnn_param *p, const char *path, host_dict *d) {
     char name[CLCNN_SHOWN_MAX + 4];
+    float *dst = p->kind == CLCNN_PARAM_STAT ? d->stats : d->w;
     int same = t->ndim == p->ndim;
-    for (int d = 0; same && d < p->ndim; d++)
-        same = t->shape[d] == p->shape[d];
+    for (int k = 0; same && k < p->ndim; k++)
+        same = t->shape[k] == p->shape[k];
     if (!same) {
         char got[128], want[128];
         fmt_shape(got, sizeof got, t->shape, t->ndim);
@@ -394,7 +466,18 @@ static clcnn_status take_tensor(clcnn_model *m, const clcnn_st_file *f, const cl
                           clcnn_shown(t->name, CLCNN_SHOWN_MAX, name), got, p->name, want);
     }
     const unsigned char *src = clcnn_st_data(f, t);
-    if (t->dtype == CLCNN_ST_F32) {
+    if (p->kind == CLCNN_PARAM_COUNTER) {
+        if (t->dtype != CLCNN_ST_I64)
+            return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
+                              "%s: tensor '%s' is %s; clcnn loads it "
+                              "as I64",
+                              path, clcnn_shown(t->name, CLCNN_SHOWN_MAX, name),
+                              clcnn_st_dtype_name(t->dtype));
+        memcpy(&d->count, src, 8);
+        if (d->count < 0)
+            return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: tensor '%s' is negative", path,
+                              clcnn_shown(t->name, CLCNN_SHOWN_MAX, name));
+    } else if (t->dtype == CLCNN_ST_F32) {
         memcpy(dst + p->off, src, p->numel * sizeof(float));
     } else if (t->dtype == CLCNN_ST_F64) {
         for (size_t j = 0; j < p->numel; j++) {
@@ -410,12 +493,25 @@ static clcnn_status take_tensor(clcnn_model *m, const clcnn_st_file *f, const cl
     return CLCNN_SUCCESS;
 }
 
-/* Finds the key prefix under which the model's first parameter appears ("" or "model1."). */
+/* Whether every entry of the model is in f under prefix (the first l bytes of pre). */
+static int holds_model(const clcnn_model *m, const clcnn_st_file *f, const char *pre, size_t l) {
+    char key[400];
+    for (int i = 0; i < m->n_params; i++) {
+        snprintf(key, sizeof key, "%.*s%s", (int)l, pre, m->params[i].name);
+        if (!clcnn_st_find(f, key)) return 0;
+    }
+    return 1;
+}
+
+/* Finds the key prefix under which the model's entries appear ("" or "model1."): among the
+ * prefixes of the tensors named '<prefix><first entry's name>', the one under which every
+ * entry of the model is found (nested names such as "4.0.weight" also end in ".0.weight").
+ * When none holds them all, the first candidate, so that the load names what is missing. */
 static clcnn_status find_prefix(clcnn_model *m, const clcnn_st_file *f, const char *path,
                                 char *prefix, size_t size) {
     const char *first = m->params[0].name;
     size_t fl = strlen(first);
-    int found = 0;
+    int found = 0, candidates = 0;
     char shown[CLCNN_SHOWN_MAX + 4];
     if (clcnn_st_find(f, first)) {
         prefix[0] = '\0';
@@ -424,16 +520,18 @@ static clcnn_status find_prefix(clcnn_model *m, const clcnn_st_file *f, const ch
     for (int i = 0; i < f->ntensors; i++) {
         const char *nm = f->tensors[i].name;
         size_t l = strlen(nm);
-        if (l > fl && nm[l - fl - 1] == '.' && strcmp(nm + l - fl, first) == 0) {
+        if (l <= fl || nm[l - fl - 1] != '.' || strcmp(nm + l - fl, first) != 0) continue;
+        if (!found && !candidates++) snprintf(prefix, size, "%.*s", (int)(l - fl), nm);
+        if (holds_model(m, f, nm, l - fl)) {
             if (found++)
                 return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
-                                  "%s: several tensors end in '.%s' (%s, ...): cannot tell "
-                                  "which prefix holds the model",
-                                  path, first, clcnn_shown(nm, CLCNN_SHOWN_MAX, shown));
+                                  "%s: the model's tensors appear under several prefixes (%s, "
+                                  "...): cannot tell which one holds the model",
+                                  path, clcnn_shown(nm, CLCNN_SHOWN_MAX, shown));
             snprintf(prefix, size, "%.*s", (int)(l - fl), nm);
         }
     }
-    if (!found)
+    if (!found && !candidates)
         return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
                           "%s: no tensor '%s' (or '<prefix>.%s'): it does not hold this model's "
                           "weights",
@@ -442,7 +540,7 @@ static clcnn_status find_prefix(clcnn_model *m, const clcnn_st_file *f, const ch
 }
 
 static clcnn_status load_weights_from(clcnn_model *m, const clcnn_st_file *f, const char *path,
-                                      float *w) {
+                                      host_dict *w) {
     char prefix[256], key[400], shown[CLCNN_SHOWN_MAX + 4];
     clcnn_status st;
     if ((st = find_prefix(m, f, path, prefix, sizeof prefix))) return st;
@@ -485,19 +583,33 @@ static clcnn_status verify_weights(clcnn_model *m, const clcnn_st_file *f, const
     return CLCNN_SUCCESS;
 }
 
+/* Host room for a state_dict of m (freed with free_dict). */
+static clcnn_status alloc_dict(clcnn_model *m, host_dict *d) {
+    d->w = malloc(m->total * sizeof *d->w + 4);
+    d->stats = malloc(m->n_stats * sizeof *d->stats + 4);
+    d->count = 0;
+    if (!d->w || !d->stats)
+        return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    return CLCNN_SUCCESS;
+}
+
+static void free_dict(host_dict *d) {
+    free(d->w);
+    free(d->stats);
+}
+
 clcnn_status clcnn_model_load_weights(clcnn_model *m, const char *path) {
     clcnn_st_file f = {0};
+    host_dict d = {NULL, NULL, 0};
     float *w = NULL;
     clcnn_status st;
     char hash[24];
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!path) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL path");
     if ((st = clcnn_st_read_max(&f, path, max_file_bytes(m), &m->err))) return st;
-    if (!(w = malloc(m->total * sizeof *w + 4))) {
-        st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-        goto done;
-    }
-    if ((st = load_weights_from(m, &f, path, w))) goto done;
+    if ((st = alloc_dict(m, &d))) goto done;
+    w = d.w;
+    if ((st = load_weights_from(m, &f, path, &d))) goto done;
     /* A clcnn checkpoint is checked as a resume would check it; a plain state_dict (PyTorch's
      * save_file) carries no checksum and loads as it is. */
     const char *fmt = clcnn_st_meta(&f, "format");
@@ -511,8 +623,9 @@ clcnn_status clcnn_model_load_weights(clcnn_model *m, const char *path) {
     if ((st = upload_new(m, &p, w, "parameters"))) goto done;
     clReleaseMemObject(m->p);
     m->p = p;
+    st = write_stats(m, &d);
 done:
-    free(w);
+    free_dict(&d);
     clcnn_st_free(&f);
     return st;
 }
@@ -559,8 +672,11 @@ static clcnn_status read_optimizer(clcnn_model *m, const clcnn_st_file *s, const
     o->beta1 = meta_f64(s, "beta1", &ok);
     o->beta2 = meta_f64(s, "beta2", &ok);
     o->eps = meta_f64(s, "eps", &ok);
+    /* Newer than the format: a file without it trained with decay on every parameter. */
+    o->no_decay_bn_bias =
+        clcnn_st_meta(s, "no_decay_bn_bias") ? (int)meta_i64(s, "no_decay_bn_bias", &ok) : 0;
     *ostep = meta_i64(s, "optimizer_step", &ok);
-    if (!ok || *ostep < 0)
+    if (!ok || *ostep < 0 || (o->no_decay_bn_bias != 0 && o->no_decay_bn_bias != 1))
         return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: bad optimizer metadata", spath);
     if (clcnn_optimizer_check(o, &e))
         return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: bad optimizer settings: %s", spath,
@@ -572,20 +688,25 @@ static clcnn_status read_optimizer(clcnn_model *m, const clcnn_st_file *s, const
 static clcnn_status read_states(clcnn_model *m, const clcnn_st_file *s, const char *spath,
                                 int states, float *host[2]) {
     clcnn_status st;
-    char key[64];
+    char key[CKPT_NAME_MAX + 8];
+    int trained = 0;
     for (int k = 0; k < states; k++) {
         if (!(host[k] = malloc(m->total * sizeof(float) + 4)))
             return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+        host_dict d = {host[k], NULL, 0};
+        trained = 0;
         for (int i = 0; i < m->n_params; i++) {
+            if (!clcnn_param_trained(m->params[i].kind)) continue;
+            trained++;
             snprintf(key, sizeof key, "s%d.%s", k + 1, m->params[i].name);
             const clcnn_st_tensor *t = clcnn_st_find(s, key);
             if (!t)
                 return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: missing optimizer tensor '%s'",
                                   spath, key);
-            if ((st = take_tensor(m, s, t, &m->params[i], spath, host[k]))) return st;
+            if ((st = take_tensor(m, s, t, &m->params[i], spath, &d))) return st;
         }
     }
-    if (s->ntensors != states * m->n_params) {
+    if (s->ntensors != states * trained) {
         char shown[CLCNN_SHOWN_MAX + 4];
         for (int i = 0; i < s->ntensors; i++) {
             const char *nm = s->tensors[i].name;
@@ -621,10 +742,40 @@ static clcnn_status check_checkpoint(clcnn_model *m, const clcnn_st_file *f, con
     return CLCNN_SUCCESS;
 }
 
-/* The position in the run recorded in a weights file. */
+/* The training settings recorded in a weights file (schedule, label smoothing, augmentation).
+ * They are newer than the format: a file without them trained with a constant lr, no
+ * smoothing and no augmentation. */
+static clcnn_status read_training(clcnn_model *m, const clcnn_st_file *f, const char *path,
+                                  clcnn_checkpoint_info_v2 *at) {
+    const char *name = clcnn_st_meta(f, "schedule");
+    char shown[CLCNN_SHOWN_MAX + 4];
+    int ok = 1, kind = name ? clcnn_schedule_parse(name) : CLCNN_SCHEDULE_CONSTANT;
+    if (kind < 0)
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: unknown learning-rate schedule '%s'",
+                          path, clcnn_shown(name, CLCNN_SHOWN_MAX, shown));
+    at->schedule = (clcnn_schedule_kind)kind;
+    at->pct_start = 0.3;
+    if (!name) return CLCNN_SUCCESS;
+    at->schedule_lr = meta_f64(f, "schedule_lr", &ok);
+    at->total_steps = meta_i64(f, "total_steps", &ok);
+    at->pct_start = meta_f64(f, "pct_start", &ok);
+    at->label_smoothing = meta_f64(f, "label_smoothing", &ok);
+    at->random_crop = (int)meta_i64(f, "random_crop", &ok);
+    at->hflip = (int)meta_i64(f, "hflip", &ok);
+    if (!ok || !(at->schedule_lr >= 0 && at->schedule_lr <= 1e300) || at->total_steps < 0 ||
+        !(at->pct_start >= 0 && at->pct_start <= 1) ||
+        !(at->label_smoothing >= 0 && at->label_smoothing <= 1) || at->random_crop < 0 ||
+        at->random_crop > CLCNN_MAX_CROP || (at->hflip != 0 && at->hflip != 1))
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
+                          "%s: bad schedule/label smoothing/augmentation metadata", path);
+    return CLCNN_SUCCESS;
+}
+
+/* The position in the run recorded in a weights file, and its training settings. */
 static clcnn_status read_position(clcnn_model *m, const clcnn_st_file *f, const char *path,
                                   clcnn_checkpoint_info_v2 *at) {
     int ok = 1;
+    memset(at, 0, sizeof *at);
     at->epoch = meta_i64(f, "epoch", &ok);
     at->step = meta_i64(f, "step", &ok);
     at->batch_in_epoch = meta_i64(f, "batch_in_epoch", &ok);
@@ -632,7 +783,7 @@ static clcnn_status read_position(clcnn_model *m, const clcnn_st_file *f, const 
     at->batch_size = meta_i64(f, "batch_size", &ok);
     if (!ok || at->epoch < 0 || at->step < 0 || at->batch_in_epoch < 0 || at->batch_size < 0)
         return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: bad epoch/step/seed metadata", path);
-    return CLCNN_SUCCESS;
+    return read_training(m, f, path, at);
 }
 
 /* Reads and checks the optimizer-state file that belongs to the weights file at path (whose
@@ -681,6 +832,7 @@ fail:
 clcnn_status clcnn_model_load_checkpoint_v2(clcnn_model *m, const char *path,
                                             clcnn_checkpoint_info_v2 *info) {
     clcnn_st_file f = {0}, s = {0};
+    host_dict d = {NULL, NULL, 0};
     float *w = NULL, *host[2] = {NULL, NULL};
     char hash[24];
     clcnn_checkpoint_info_v2 at;
@@ -693,11 +845,9 @@ clcnn_status clcnn_model_load_checkpoint_v2(clcnn_model *m, const char *path,
      * end, when nothing can fail but the device itself. */
     if ((st = clcnn_st_read_max(&f, path, max_file_bytes(m), &m->err))) goto done;
     if ((st = check_checkpoint(m, &f, path))) goto done;
-    if (!(w = malloc(m->total * sizeof *w + 4))) {
-        st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-        goto done;
-    }
-    if ((st = load_weights_from(m, &f, path, w))) goto done;
+    if ((st = alloc_dict(m, &d))) goto done;
+    w = d.w;
+    if ((st = load_weights_from(m, &f, path, &d))) goto done;
     if ((st = verify_weights(m, &f, path, w, hash))) goto done;
     if ((st = read_position(m, &f, path, &at))) goto done;
     if ((st = verify_content(m, &f, path))) goto done;
@@ -705,9 +855,14 @@ clcnn_status clcnn_model_load_checkpoint_v2(clcnn_model *m, const char *path,
     if ((st = swap_in(m, w, host, clcnn_optimizer_states(&o)))) goto done;
     m->opt = o;
     m->step = ostep;
+    /* The model's own seed drives its dropout streams; checkpoints before it was recorded keep
+     * the model's. */
+    const char *ms = clcnn_st_meta(&f, "model_seed");
+    if (ms) m->seed = strtoull(ms, NULL, 10);
     *info = at;
+    st = write_stats(m, &d);
 done:
-    free(w);
+    free_dict(&d);
     free(host[0]);
     free(host[1]);
     clcnn_st_free(&f);

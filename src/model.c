@@ -45,6 +45,26 @@ static clcnn_status fill_zero(clcnn_model *m, cl_mem buf, size_t n) {
     return st;
 }
 
+/* The running statistics' initial values (bn: mean 0, variance 1), by each layer's
+ * init_stats, and num_batches_tracked 0. */
+static clcnn_status init_stats(clcnn_model *m) {
+    m->batches_tracked = 0;
+    if (m->n_stats == 0) return CLCNN_SUCCESS;
+    clcnn_status st = clcnn_model_alloc(m, &m->stats, m->n_stats * sizeof(float), "statistics");
+    if (st) return st;
+    float *host = calloc(m->n_stats, sizeof *host);
+    if (!host) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    for (int i = 0; i < m->n_nodes; i++) {
+        const clcnn_node *n = &m->nodes[i];
+        if (n->ops->init_stats) n->ops->init_stats(n, m->params, host);
+    }
+    cl_int rc = clEnqueueWriteBuffer(m->ctx->queue, m->stats, CL_TRUE, 0, m->n_stats * sizeof *host,
+                                     host, 0, NULL, NULL);
+    if (rc != CL_SUCCESS) st = mfail_cl(m, rc, "uploading initial statistics");
+    free(host);
+    return st;
+}
+
 /* PyTorch's defaults, by each layer's init (conv and linear: kaiming_uniform_(a=sqrt(5)) gives
  * U(+-1/sqrt(fan_in)) for the weights, and the bias is U(+-1/sqrt(fan_in)) too). Values come
  * from clcnn's own generator, drawn node by node in parameter order. */
@@ -93,6 +113,7 @@ clcnn_status clcnn_model_create(clcnn_model **out, clcnn_context *ctx, const cha
         return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "invalid input shape %d x %d x %d",
                           channels, height, width);
     m->in_c = channels, m->in_h = height, m->in_w = width;
+    m->seed = seed;
     st = parse_spec(m, spec, &descs, &n);
     if (!st) st = clcnn_plan_build(m, descs, n, NULL);
     free(descs);
@@ -104,6 +125,7 @@ clcnn_status clcnn_model_create(clcnn_model **out, clcnn_context *ctx, const cha
     if ((st = clcnn_model_alloc(m, &m->acc_correct, 2 * sizeof(int), "accuracy accumulator")))
         return st;
     if ((st = init_params(m, seed))) return st;
+    if ((st = init_stats(m))) return st;
     if ((st = fill_zero(m, m->g, m->total))) return st;
     clcnn_optimizer_options o;
     clcnn_optimizer_defaults(&o, CLCNN_OPTIMIZER_SGD);
@@ -152,6 +174,7 @@ void clcnn_model_free(clcnn_model *m) {
     release(&m->g);
     release(&m->s1);
     release(&m->s2);
+    release(&m->stats);
     release(&m->acc);
     release(&m->acc_correct);
     free(m->nodes);
@@ -319,8 +342,18 @@ static clcnn_status ctx_status(clcnn_model *m, clcnn_status st) {
     return st;
 }
 
-/* What node i's passes see for a batch of n. */
-static clcnn_io node_io(const clcnn_model *m, int i, int n) {
+/* Node i's random stream for the current step: splitmix64 of the model's seed, the step count
+ * and the node. */
+static cl_uint node_seed(const clcnn_model *m, int i) {
+    uint64_t z = m->seed ^ ((uint64_t)m->step * 0x9E3779B97F4A7C15ull) ^
+                 ((uint64_t)(i + 1) * 0xD1B54A32D192ED03ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (cl_uint)(z ^ (z >> 31));
+}
+
+/* What node i's passes see for a batch of n, in training mode or not. */
+static clcnn_io node_io(const clcnn_model *m, int i, int n, int training) {
     const clcnn_node *N = &m->nodes[i];
     const clcnn_node_bufs *b = &m->bufs[i];
     clcnn_io io = {.ctx = m->ctx,
@@ -331,30 +364,42 @@ static clcnn_io node_io(const clcnn_model *m, int i, int n) {
                    .params = m->p,
                    .grads = m->g,
                    .woff = 0,
-                   .boff = -1};
+                   .boff = -1,
+                   .stats = m->stats,
+                   .soff = -1};
     if (N->n_params > 0) io.woff = (int)m->params[N->param0].off;
     if (N->n_params > 1) io.boff = (int)m->params[N->param0 + 1].off;
+    for (int k = N->param0; k < N->param0 + N->n_params; k++)
+        if (m->params[k].kind == CLCNN_PARAM_STAT && io.soff < 0) io.soff = (int)m->params[k].off;
     for (int s = 0; s < N->n_in; s++)
         io.x[s] = m->act[N->in[s] + 1];
     io.y = m->act[i + 1], io.gy = m->gact[i + 1];
     io.aux = b->aux, io.keep_col = b->keep_col, io.keep_pad = b->keep_pad, io.pre = b->pre;
     io.ws = m->shared;
     io.N = n;
+    io.training = training;
+    io.seed = node_seed(m, i);
     return io;
 }
 
-clcnn_status clcnn_model_forward(clcnn_model *m, int n) {
+/* The forward pass in training mode (batch statistics, dropout) or evaluation mode. */
+static clcnn_status forward(clcnn_model *m, int n, int training) {
     clcnn_context *ctx = m->ctx;
     clcnn_status st = CLCNN_SUCCESS;
+    if (training) m->batches_tracked++;
     for (int i = 0; i < m->n_nodes && !st; i++) {
         const clcnn_node *N = &m->nodes[i];
         if (is_view(N)) continue;
-        clcnn_io io = node_io(m, i, n);
+        clcnn_io io = node_io(m, i, n, training);
         clcnn_prof_section(ctx, N->label[0], N->flops * n);
         st = N->ops->forward(N, &io);
     }
     clcnn_prof_section(ctx, NULL, 0);
     return ctx_status(m, st);
+}
+
+clcnn_status clcnn_model_forward(clcnn_model *m, int n) {
+    return forward(m, n, 0);
 }
 
 /* Where node i's backward writes the gradient of its input s: the producer's gradient buffer
@@ -401,7 +446,7 @@ static clcnn_status backward(clcnn_model *m, int n) {
             continue;
         }
         if (!N->need_gx && N->n_params == 0) continue;
-        clcnn_io io = node_io(m, i, n);
+        clcnn_io io = node_io(m, i, n, 1);
         for (int s = 0; s < N->n_in; s++)
             io.gx[s] = grad_target(m, i, s, written, &add[s]);
         /* Weight gradient, plus the input gradient when it is needed: 1 or 2 forwards' work. */
@@ -417,13 +462,18 @@ static clcnn_status backward(clcnn_model *m, int n) {
 
 clcnn_status clcnn_model_loss(clcnn_model *m, int n, int want_grad, int sum, int accumulate) {
     clcnn_prof_section(m->ctx, "cross-entropy", 0);
-    clcnn_status st = clcnn_cross_entropy(m->ctx, m->loss_vec, m->correct_vec,
-                                          want_grad ? m->gact[m->n_nodes] : NULL,
-                                          m->act[m->n_nodes], 0, m->labels, n, m->out_size, m->acc,
-                                          m->acc_correct, sum ? 1.0f : (float)n, accumulate);
+    clcnn_status st = clcnn_cross_entropy(
+        m->ctx, m->loss_vec, m->correct_vec, want_grad ? m->gact[m->n_nodes] : NULL,
+        m->act[m->n_nodes], 0, m->labels, n, m->out_size, m->acc, m->acc_correct,
+        sum ? 1.0f : (float)n, accumulate, m->label_smoothing);
     m->last_n = n;
     clcnn_prof_section(m->ctx, NULL, 0);
     return ctx_status(m, st);
+}
+
+/* How many parameters, from the first, weight decay applies to. */
+static int decayed(const clcnn_model *m) {
+    return (int)(m->opt.no_decay_bn_bias ? m->n_decay : m->total);
 }
 
 clcnn_status clcnn_model_optimizer_step(clcnn_model *m) {
@@ -436,7 +486,7 @@ clcnn_status clcnn_model_optimizer_step(clcnn_model *m) {
         clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_sgd_step);
         float lr = (float)o->lr, mom = (float)o->momentum, omd = (float)(1.0 - o->dampening);
         float wd = (float)o->weight_decay;
-        int nest = o->nesterov, first = m->step == 1;
+        int nest = o->nesterov, first = m->step == 1, n_decay = decayed(m);
         cl_mem buf = m->s1 ? m->s1 : m->g; /* untouched when momentum is 0 */
         clcnn_args a = {k->k, 0, CL_SUCCESS};
         CLCNN_ARG(&a, m->p);
@@ -447,6 +497,7 @@ clcnn_status clcnn_model_optimizer_step(clcnn_model *m) {
         CLCNN_ARG(&a, mom);
         CLCNN_ARG(&a, omd);
         CLCNN_ARG(&a, wd);
+        CLCNN_ARG(&a, n_decay);
         CLCNN_ARG(&a, nest);
         CLCNN_ARG(&a, first);
         return ctx_status(m, clcnn_launch1d(ctx, k, &a, (size_t)n));
@@ -461,6 +512,7 @@ clcnn_status clcnn_model_optimizer_step(clcnn_model *m) {
     float decay = decoupled ? (float)(1.0 - o->lr * o->weight_decay) : 1.0f;
     float step_size = (float)(o->lr / (1.0 - pow(o->beta1, t)));
     float bc2_sqrt = (float)sqrt(1.0 - pow(o->beta2, t));
+    int n_decay = decayed(m);
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, m->p);
     CLCNN_ARG(&a, m->g);
@@ -474,6 +526,7 @@ clcnn_status clcnn_model_optimizer_step(clcnn_model *m) {
     CLCNN_ARG(&a, eps);
     CLCNN_ARG(&a, wd);
     CLCNN_ARG(&a, decay);
+    CLCNN_ARG(&a, n_decay);
     CLCNN_ARG(&a, step_size);
     CLCNN_ARG(&a, bc2_sqrt);
     return ctx_status(m, clcnn_launch1d(ctx, k, &a, (size_t)n));
@@ -481,7 +534,7 @@ clcnn_status clcnn_model_optimizer_step(clcnn_model *m) {
 
 clcnn_status clcnn_model_train_staged(clcnn_model *m, int n) {
     clcnn_status st;
-    if ((st = clcnn_model_forward(m, n))) return st;
+    if ((st = forward(m, n, 1))) return st;
     if ((st = clcnn_model_loss(m, n, 1, 0, 0))) return st;
     if ((st = backward(m, n))) return st;
     return clcnn_model_optimizer_step(m);
@@ -625,6 +678,14 @@ clcnn_status clcnn_model_set_optimizer(clcnn_model *m, const clcnn_optimizer_opt
     return CLCNN_SUCCESS;
 }
 
+clcnn_status clcnn_model_set_lr(clcnn_model *m, double lr) {
+    if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
+    if (!(lr > 0.0) || !isfinite(lr))
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "learning rate %g must be > 0", lr);
+    m->opt.lr = lr;
+    return CLCNN_SUCCESS;
+}
+
 clcnn_status clcnn_model_get_optimizer(const clcnn_model *m, clcnn_optimizer_options *o) {
     if (!m || !o) return CLCNN_ERR_INVALID_ARGUMENT;
     *o = m->opt;
@@ -651,6 +712,10 @@ int clcnn_model_param_count(const clcnn_model *m) {
     return m ? m->n_params : 0;
 }
 
+int clcnn_model_param_trained(const clcnn_model *m, int i) {
+    return m && i >= 0 && i < m->n_params && clcnn_param_trained(m->params[i].kind);
+}
+
 int64_t clcnn_model_step_count(const clcnn_model *m) {
     return m ? m->step : 0;
 }
@@ -668,11 +733,22 @@ clcnn_status clcnn_model_param_info(const clcnn_model *m, int i, const char **na
     return CLCNN_SUCCESS;
 }
 
+/* Reads (dst) or writes (src) entry i of buf, the parameters or the gradients; a running
+ * statistic lives in the stats buffer, and the counter on the host (as a float here). */
 static clcnn_status copy_param(clcnn_model *m, cl_mem buf, int i, float *dst, const float *src) {
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
     if (i < 0 || i >= m->n_params || (!dst && !src))
         return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "bad parameter index %d or NULL", i);
     const clcnn_param *p = &m->params[i];
+    if (!clcnn_param_trained(p->kind) && buf == m->g)
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "%s is not trained: no gradient",
+                          p->name);
+    if (p->kind == CLCNN_PARAM_COUNTER) {
+        if (dst) *dst = (float)m->batches_tracked;
+        if (src) m->batches_tracked = (int64_t)src[0];
+        return CLCNN_SUCCESS;
+    }
+    if (p->kind == CLCNN_PARAM_STAT) buf = m->stats;
     size_t off = p->off * sizeof(float), bytes = p->numel * sizeof(float);
     cl_int rc =
         dst ? clEnqueueReadBuffer(m->ctx->queue, buf, CL_TRUE, off, bytes, dst, 0, NULL, NULL)

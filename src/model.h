@@ -21,10 +21,15 @@ struct clcnn_model {
     int n_layers; /* spec layers */
     int n_nodes;  /* graph nodes (fewer than layers when some are fused) */
     clcnn_node *nodes;
-    int n_params;
+    int n_params; /* state_dict entries: parameters, running statistics, counters */
     clcnn_param *params;
-    size_t total;            /* floats in all parameters */
+    size_t total;            /* floats in all trained parameters */
+    size_t n_decay;          /* the first n_decay of them are weights (the rest: biases, bn) */
+    size_t n_stats;          /* floats in all running statistics */
     cl_mem p, g, s1, s2;     /* parameters, gradients, optimizer state (momentum / m, v) */
+    cl_mem stats;            /* running statistics (bn) */
+    int64_t batches_tracked; /* training forwards taken: bn's num_batches_tracked */
+    uint64_t seed;           /* the model's seed: initial weights, dropout streams */
     cl_mem acc, acc_correct; /* loss and hit accumulators (one value each) */
     clcnn_optimizer_options opt;
     int64_t step;
@@ -39,6 +44,8 @@ struct clcnn_model {
     cl_mem labels, loss_vec, correct_vec;
     cl_mem col, rows, xpad, wflip, gsum;
     clcnn_node_ws shared; /* floats allocated in col, rows, xpad, wflip */
+    /* The loss's label smoothing, 0..1, as given (clcnn_model_set_label_smoothing). */
+    double label_smoothing;
 };
 
 clcnn_status clcnn_model_reserve(clcnn_model *m, int n);

@@ -49,13 +49,91 @@ static clcnn_status check_model(clcnn_model *m, clcnn_params *pl) {
                           "the model ends with a %d x %d x %d output; cross-entropy needs flat "
                           "logits: end with flatten and linear",
                           y->c, y->h, y->w);
-    if (pl->n == 0)
+    if (pl->total == 0)
         return clcnn_fail(&m->err, CLCNN_ERR_SHAPE, "the model has no parameters to train");
     if (pl->total > (size_t)1 << 30)
         return clcnn_fail(&m->err, CLCNN_ERR_SHAPE, "the model has %zu parameters, over 2^30",
                           pl->total);
     m->out_size = y->c;
     return CLCNN_SUCCESS;
+}
+
+/* "3 x 8 x 8" or "10 features", for messages. */
+static const char *shape_text(char *buf, size_t size, const clcnn_shape *s) {
+    if (s->flat)
+        snprintf(buf, size, "%d features", s->c);
+    else
+        snprintf(buf, size, "%d x %d x %d", s->c, s->h, s->w);
+    return buf;
+}
+
+/* The graph of a layer list. */
+typedef struct plan_walk {
+    clcnn_model *m;
+    const clcnn_layer_desc *descs;
+    clcnn_params *pl;
+    int src;       /* the node whose output the next layer reads (-1: the model's input) */
+    clcnn_shape x; /* its per-sample shape */
+} plan_walk;
+
+/* The sum that ends residual block descs[i], whose input was node `in` of shape bx. */
+static clcnn_status add_res(plan_walk *w, int i, const char *path, int in, clcnn_shape bx) {
+    clcnn_model *m = w->m;
+    clcnn_node *n = &m->nodes[m->n_nodes];
+    clcnn_status st = clcnn_node_init(n, &w->descs[i], i, path, bx, w->pl, &m->err);
+    if (st) return st;
+    if (memcmp(&w->x, &bx, sizeof bx) != 0) {
+        char a[48], b[48];
+        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
+                          "residual block at layer %d (res, column %d): its body turns %s into "
+                          "%s; the output must have the input's shape",
+                          i, w->descs[i].pos, shape_text(a, sizeof a, &bx),
+                          shape_text(b, sizeof b, &w->x));
+    }
+    n->n_in = 2, n->in[0] = in, n->in[1] = w->src;
+    w->src = m->n_nodes++;
+    w->x = n->y;
+    return CLCNN_SUCCESS;
+}
+
+/* Nodes for descs[from .. from + count), whose module paths are prefix.0, prefix.1, ... (0, 1,
+ * ... at the top): one per layer, a residual block's body and then its sum. */
+static clcnn_status walk_list(plan_walk *w, int from, int count, const char *prefix) {
+    clcnn_model *m = w->m;
+    clcnn_status st;
+    for (int i = from, idx = 0; i < from + count; idx++) {
+        const clcnn_layer_desc *d = &w->descs[i];
+        char path[40];
+        snprintf(path, sizeof path, "%s%s%d", prefix, *prefix ? "." : "", idx);
+        if (d->kind == CLCNN_LAYER_RES) {
+            int in = w->src;
+            clcnn_shape bx = w->x;
+            if ((st = walk_list(w, i + 1, d->body, path))) return st;
+            if ((st = add_res(w, i, path, in, bx))) return st;
+            i += 1 + d->body;
+            continue;
+        }
+        clcnn_node *n = &m->nodes[m->n_nodes];
+        if ((st = clcnn_node_init(n, d, i, path, w->x, w->pl, &m->err))) return st;
+        n->in[0] = w->src;
+        w->src = m->n_nodes++;
+        w->x = n->y;
+        i++;
+    }
+    return CLCNN_SUCCESS;
+}
+
+/* Trained entries laid out weights first, then the rest, so that weight decay can skip the
+ * second run (--no-decay-bn-bias); returns the floats of the first. */
+static size_t layout_params(clcnn_params *pl) {
+    size_t off = 0, decayed = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        clcnn_param_kind kind = pass ? CLCNN_PARAM_NO_DECAY : CLCNN_PARAM_WEIGHT;
+        for (int i = 0; i < pl->n; i++)
+            if (pl->p[i].kind == kind) pl->p[i].off = off, off += pl->p[i].numel;
+        if (pass == 0) decayed = off;
+    }
+    return decayed;
 }
 
 clcnn_status clcnn_plan_build(clcnn_model *m, const clcnn_layer_desc *descs, int n,
@@ -69,19 +147,19 @@ clcnn_status clcnn_plan_build(clcnn_model *m, const clcnn_layer_desc *descs, int
                           "the input of %d x %d x %d = %lld elements per sample is too large "
                           "(at most 2^28)",
                           x.c, x.h, x.w, (long long)x.c * x.h * x.w);
-    clcnn_params pl = {calloc((size_t)n * 4 + 4, sizeof(clcnn_param)), 0, n * 4 + 4, 0};
+    clcnn_params pl = {calloc((size_t)n * 5 + 5, sizeof(clcnn_param)), 0, n * 5 + 5, 0, 0};
     m->nodes = calloc((size_t)n + 1, sizeof *m->nodes);
     m->params = pl.p;
     if (!m->nodes || !pl.p)
         return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-    for (int i = 0; i < n; i++) {
-        if ((st = clcnn_node_init(&m->nodes[i], &descs[i], i, x, &pl, &m->err))) return st;
-        x = m->nodes[i].y;
-    }
-    m->n_nodes = m->n_layers = n;
-    m->n_params = pl.n, m->total = pl.total;
+    plan_walk w = {m, descs, &pl, -1, x};
+    m->n_nodes = 0;
+    if ((st = walk_list(&w, 0, n, ""))) return st;
+    m->n_layers = n;
+    m->n_params = pl.n, m->total = pl.total, m->n_stats = pl.stats;
+    m->n_decay = layout_params(&pl);
     if ((st = check_model(m, &pl))) return st;
-    for (int i = 0, seen = 0; i < n; i++) {
+    for (int i = 0, seen = 0; i < m->n_nodes; i++) {
         m->nodes[i].need_gx = seen;
         seen = seen || m->nodes[i].n_params > 0;
         m->nodes[i].ops->plan(m->ctx, &m->nodes[i], force);

@@ -288,6 +288,7 @@ static double ref_forward(const ref_model *r, double **act, int **am, int n) {
                                      r->bi[l] >= 0 ? r->p[r->bi[l]] : NULL, n, (int)(in / n),
                                      L->out);
             break;
+        default: CLCNN_ASSERT(!"a layer kind these models do not use"); break;
         }
     }
     return margin;
@@ -321,6 +322,7 @@ static void ref_backward(ref_model *r, double **act, int **am, const double *glo
             clcnn_ref_linear_backward(gx, gw, gb, gy, act[l], r->p[r->wi[l]], n, (int)(in / n),
                                       L->out);
             break;
+        default: CLCNN_ASSERT(!"a layer kind these models do not use"); break;
         }
         free(gy);
         gy = gx;

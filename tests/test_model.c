@@ -42,6 +42,39 @@ static void check_names(void) {
     clcnn_model_free(m);
 }
 
+/* The resnet preset's state_dict: nested names inside its residual blocks, BatchNorm's
+ * buffers (not trained) in PyTorch's order, and the parameter count PyTorch reports. */
+static void check_nested_names(void) {
+    clcnn_model *m = NULL;
+    CHECK(clcnn_model_create(&m, ctx, "resnet", 1, 28, 28, 1) == CLCNN_SUCCESS);
+    const char *want[] = {"7.0.weight",         "7.1.weight",      "7.1.bias",
+                          "7.1.running_mean",   "7.1.running_var", "7.1.num_batches_tracked",
+                          "7.3.weight",         "7.4.weight"};
+    int first = -1, n = clcnn_model_param_count(m);
+    size_t trained = 0, buffers = 0;
+    for (int i = 0; i < n; i++) {
+        const char *name;
+        size_t numel;
+        CHECK(clcnn_model_param_info(m, i, &name, NULL, NULL, &numel) == CLCNN_SUCCESS);
+        if (first < 0 && !strcmp(name, want[0])) first = i;
+        *(clcnn_model_param_trained(m, i) ? &trained : &buffers) += numel;
+    }
+    CHECK(first >= 0);
+    for (int k = 0; first >= 0 && k < 8 && first + k < n; k++) {
+        const char *name;
+        clcnn_model_param_info(m, first + k, &name, NULL, NULL, NULL);
+        CHECK_MSG(!strcmp(name, want[k]), "entry %d is %s, want %s", first + k, name, want[k]);
+    }
+    /* sum(p.numel() for p in model.parameters()) of python/clcnn_torch.py's module */
+    CHECK_MSG(trained == 412656, "%zu trained values", trained);
+    CHECK_MSG(buffers == 2 * 560 + 8, "%zu buffer values", buffers);
+    CHECK(!clcnn_model_param_trained(m, n) && !clcnn_model_param_trained(m, -1));
+    float *g = malloc(128 * sizeof *g);
+    CHECK(clcnn_model_get_grad(m, first + 3, g) == CLCNN_ERR_INVALID_ARGUMENT);
+    free(g);
+    clcnn_model_free(m);
+}
+
 static void check_errors(void) {
     clcnn_model *m = NULL;
     CHECK(clcnn_model_create(&m, ctx, "conv(8,3) linear(10)", 3, 8, 8, 1) == CLCNN_ERR_SHAPE);
@@ -56,6 +89,13 @@ static void check_errors(void) {
     m = NULL;
     CHECK(clcnn_model_create(&m, ctx, "conv(8,3) relu", 3, 8, 8, 1) == CLCNN_ERR_SHAPE);
     CHECK(strstr(clcnn_model_errmsg(m), "flat logits") != NULL);
+    clcnn_model_free(m);
+    m = NULL;
+    CHECK(clcnn_model_create(&m, ctx, "conv(8,3,pad=1) res(conv(4,3,pad=1)) flatten linear(10)", 3,
+                             8, 8, 1) == CLCNN_ERR_SHAPE);
+    CHECK_MSG(strstr(clcnn_model_errmsg(m), "residual block at layer 1 (res, column 17): its body "
+                                            "turns 8 x 8 x 8 into 4 x 8 x 8"),
+              "%s", clcnn_model_errmsg(m));
     clcnn_model_free(m);
     m = NULL;
     CHECK(clcnn_model_create(&m, ctx, "conv(8,3) bogus", 3, 8, 8, 1) == CLCNN_ERR_SPEC);
@@ -335,6 +375,7 @@ int main(void) {
     clcnn_devices *devs = NULL;
     ctx = test_context(&devs);
     check_names();
+    check_nested_names();
     check_errors();
     check_limits();
     check_long_spec();

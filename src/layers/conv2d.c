@@ -54,8 +54,8 @@ static clcnn_status conv_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e, 
     clcnn_status st = clcnn_window_shape(n, e, where);
     if (st) return st;
     int64_t ws[4] = {d->out, n->x.c, d->kernel, d->kernel}, bs[1] = {d->out};
-    if (clcnn_params_add(pl, n->layer, "weight", 4, ws) < 0 ||
-        (d->bias && clcnn_params_add(pl, n->layer, "bias", 1, bs) < 0))
+    if (clcnn_params_add(pl, n->path, "weight", CLCNN_PARAM_WEIGHT, 4, ws) < 0 ||
+        (d->bias && clcnn_params_add(pl, n->path, "bias", CLCNN_PARAM_NO_DECAY, 1, bs) < 0))
         return clcnn_fail(e, CLCNN_ERR_SHAPE, "%s: too many parameter tensors", where);
     n->conv = (clcnn_conv2d_shape){n->x.c,    n->x.h, n->x.w, d->out, d->kernel,
                                    d->stride, d->pad, n->y.h, n->y.w, d->bias};

@@ -42,22 +42,30 @@ const char *clcnn_algo_name(clcnn_algo a) {
     return (int)a >= 0 && a < CLCNN_ALGO_COUNT && names[a] ? names[a] : "?";
 }
 
-int clcnn_params_add(clcnn_params *pl, int layer, const char *kind, int ndim,
-                     const int64_t *shape) {
+int clcnn_params_add(clcnn_params *pl, const char *path, const char *name, clcnn_param_kind kind,
+                     int ndim, const int64_t *shape) {
     if (pl->n >= pl->cap) return -1;
     clcnn_param *p = &pl->p[pl->n];
-    snprintf(p->name, sizeof p->name, "%d.%s", layer, kind);
+    snprintf(p->name, sizeof p->name, "%s.%s", path, name);
+    p->kind = kind;
     p->ndim = ndim;
     p->numel = 1;
     for (int d = 0; d < ndim; d++)
         p->shape[d] = shape[d], p->numel *= (size_t)shape[d];
-    p->off = pl->total;
-    pl->total += p->numel;
+    if (clcnn_param_trained(kind)) {
+        p->off = pl->total;
+        pl->total += p->numel;
+    } else if (kind == CLCNN_PARAM_STAT) {
+        p->off = pl->stats;
+        pl->stats += p->numel;
+    } else {
+        p->off = 0;
+    }
     return pl->n++;
 }
 
-clcnn_status clcnn_node_init(clcnn_node *n, const clcnn_layer_desc *d, int layer, clcnn_shape x,
-                             clcnn_params *pl, clcnn_error *e) {
+clcnn_status clcnn_node_init(clcnn_node *n, const clcnn_layer_desc *d, int layer, const char *path,
+                             clcnn_shape x, clcnn_params *pl, clcnn_error *e) {
     char where[96];
     const char *torch = clcnn_layer_kind_name(d->kind);
     memset(n, 0, sizeof *n);
@@ -67,6 +75,10 @@ clcnn_status clcnn_node_init(clcnn_node *n, const clcnn_layer_desc *d, int layer
     n->layer = layer, n->n_layers = 1;
     n->n_in = 1, n->in[0] = layer - 1, n->in[1] = -1;
     n->x = x;
+    if (path)
+        snprintf(n->path, sizeof n->path, "%s", path);
+    else
+        snprintf(n->path, sizeof n->path, "%d", layer);
     n->param0 = pl->n;
     snprintf(where, sizeof where, "layer %d (%s, column %d)", layer, torch, d->pos);
     clcnn_status st = n->ops->shape(n, pl, e, where);

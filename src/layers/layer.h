@@ -50,14 +50,32 @@ typedef struct clcnn_conv2d_shape {
     int C, H, W, OC, K, stride, pad, OH, OW, bias;
 } clcnn_conv2d_shape;
 
-/* A parameter tensor: its state_dict name, PyTorch shape and place in the one allocation. */
+/* What a state_dict entry is, and where it lives. */
+typedef enum clcnn_param_kind {
+    CLCNN_PARAM_WEIGHT,   /* trained, and weight-decayed */
+    CLCNN_PARAM_NO_DECAY, /* trained; no weight decay under --no-decay-bn-bias (biases, bn) */
+    CLCNN_PARAM_STAT,     /* a running statistic (bn): F32 in the stats buffer, not trained */
+    CLCNN_PARAM_COUNTER   /* bn's num_batches_tracked: a 0-dim I64 the model holds */
+} clcnn_param_kind;
+
+#define CLCNN_PARAM_NAME_MAX 64
+
+/* A state_dict entry: its name, PyTorch shape and place in its allocation. */
 typedef struct clcnn_param {
-    char name[32]; /* "<layer index>.weight" / ".bias" */
-    int ndim;
+    char name[CLCNN_PARAM_NAME_MAX]; /* "<module path>.weight", e.g. "3.weight", "4.1.bias" */
+    clcnn_param_kind kind;
+    int ndim; /* 0: a scalar (numel 1) */
     int64_t shape[4];
     size_t numel;
-    size_t off; /* element offset in the parameter (and gradient, state) buffers */
+    /* Element offset: trained entries in the parameter (and gradient, optimizer state)
+     * buffers, statistics in the stats buffer; 0 for a counter. */
+    size_t off;
 } clcnn_param;
+
+/* Whether the optimizer trains entries of this kind. */
+static inline int clcnn_param_trained(clcnn_param_kind k) {
+    return k == CLCNN_PARAM_WEIGHT || k == CLCNN_PARAM_NO_DECAY;
+}
 
 /* Device buffers in floats a node needs for a batch, beyond its output and gradient. The shared
  * ones (col, rows, xpad, wflip) are one allocation for the whole model, sized by the largest
@@ -79,6 +97,7 @@ typedef struct clcnn_node {
     clcnn_layer_desc fused; /* the fused layer (kind and arguments); valid when n_layers == 2 */
     int layer, n_layers;    /* index of the first spec layer it covers, and how many */
     int n_in, in[2];        /* input nodes; -1 is the model's input */
+    char path[40];          /* PyTorch module path of the layer: "3", or "3.0" inside a res */
     clcnn_shape x, y;       /* per-sample input (of in[0]) and output */
     int param0, n_params;   /* its parameters: params[param0 .. param0 + n_params) */
     int need_gx;            /* whether some node before it has parameters */
@@ -90,7 +109,8 @@ typedef struct clcnn_node {
 
 /* What a pass sees: the context, the shared scratch, the parameter and gradient buffers with
  * the offsets of the node's first two parameters (weight, bias; -1 when absent), its inputs,
- * output and their gradients, and its own kept buffers. */
+ * output and their gradients, its own kept buffers, and the mode: training (batch statistics,
+ * dropout on) or evaluation. */
 typedef struct clcnn_io {
     clcnn_context *ctx;
     cl_mem col, rows, xpad, wflip; /* shared scratch, sized by the plan */
@@ -101,17 +121,27 @@ typedef struct clcnn_io {
     cl_mem aux, keep_col, keep_pad, pre;
     clcnn_node_ws ws; /* what was allocated for this batch */
     int N;
+    int training; /* 1: a training step; 0: evaluation or prediction (PyTorch's model.eval()) */
+    /* A node's own random stream for this step (dropout masks): a function of the model's
+     * seed, its step count and the node, so a run repeats and resumes bit for bit. */
+    cl_uint seed;
+    /* Running statistics: the stats buffer and the offset of the node's first (-1: none). */
+    cl_mem stats;
+    int soff;
 } clcnn_io;
 
 /* Parameter list a node's shape function appends to. */
 typedef struct clcnn_params {
     clcnn_param *p;
     int n, cap;
-    size_t total; /* floats so far */
+    size_t total; /* floats of trained entries so far */
+    size_t stats; /* floats of statistics so far */
 } clcnn_params;
 
-/* Appends parameter `<layer>.<kind>` of the given shape; returns its index, -1 when full. */
-int clcnn_params_add(clcnn_params *pl, int layer, const char *kind, int ndim, const int64_t *shape);
+/* Appends entry `<path>.<name>` of the given kind and shape (ndim 0: a scalar); returns its
+ * index, -1 when full. */
+int clcnn_params_add(clcnn_params *pl, const char *path, const char *name, clcnn_param_kind kind,
+                     int ndim, const int64_t *shape);
 
 /* Forced algorithms (CLCNN_ALGO_NONE: the rules decide). A force that the node cannot take is
  * ignored (the rules decide that pass). */
@@ -128,6 +158,9 @@ typedef struct clcnn_layer_ops {
     /* PyTorch's default initialisation of the node's parameters, into host memory laid out as
      * the parameter buffer (NULL: nothing to initialise). */
     void (*init)(const clcnn_node *n, const clcnn_param *params, float *host, clcnn_rng *rng);
+    /* The initial running statistics, into host memory laid out as the stats buffer (NULL:
+     * the node has none). */
+    void (*init_stats)(const clcnn_node *n, const clcnn_param *params, float *stats);
     /* Whether n can absorb `next` (its only consumer) into one fused node; NULL: never. */
     int (*can_fuse)(const clcnn_context *ctx, const clcnn_node *n, const clcnn_node *next);
     /* The algorithms that can run pass `pass` of n (at most 4, written to out); returns how
@@ -144,10 +177,11 @@ typedef struct clcnn_layer_ops {
 /* The ops of a layer kind (registry.c). */
 const clcnn_layer_ops *clcnn_layer_ops_of(clcnn_layer_kind kind);
 
-/* Sets up a node for spec layer `d` (index `layer`) on a per-sample input x: shape and
- * parameters (appended to pl), labels, flops. Errors name the layer and its spec column. */
-clcnn_status clcnn_node_init(clcnn_node *n, const clcnn_layer_desc *d, int layer, clcnn_shape x,
-                             clcnn_params *pl, clcnn_error *e);
+/* Sets up a node for spec layer `d` (index `layer`, module path `path`; NULL: the index) on a
+ * per-sample input x: shape and parameters (appended to pl), labels, flops. Errors name the
+ * layer and its spec column. */
+clcnn_status clcnn_node_init(clcnn_node *n, const clcnn_layer_desc *d, int layer, const char *path,
+                             clcnn_shape x, clcnn_params *pl, clcnn_error *e);
 
 /* The output of a K x K window with the node's stride and pad (conv, maxpool) on a C x H x W
  * input: y = (x.c, OH, OW); a flat input or a window larger than the padded input is a shape

@@ -38,8 +38,8 @@ static clcnn_status linear_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e
                           "%s needs a flat input but gets %d x %d x %d: put flatten before it",
                           where, n->x.c, n->x.h, n->x.w);
     int64_t ws[2] = {d->out, n->x.c}, bs[1] = {d->out};
-    if (clcnn_params_add(pl, n->layer, "weight", 2, ws) < 0 ||
-        (d->bias && clcnn_params_add(pl, n->layer, "bias", 1, bs) < 0))
+    if (clcnn_params_add(pl, n->path, "weight", CLCNN_PARAM_WEIGHT, 2, ws) < 0 ||
+        (d->bias && clcnn_params_add(pl, n->path, "bias", CLCNN_PARAM_NO_DECAY, 1, bs) < 0))
         return clcnn_fail(e, CLCNN_ERR_SHAPE, "%s: too many parameter tensors", where);
     n->y = (clcnn_shape){d->out, 1, 1, 1};
     n->flops = 2.0 * d->out * n->x.c;
