@@ -256,6 +256,90 @@ static void check_relu(void) {
     report("relu NaN as torch", "y, gx", ok ? 0.0 : 1.0, 0.0);
 }
 
+static void gelu_fwd(double *y, void *ctx) {
+    relu_case *r = ctx;
+    clcnn_ref_gelu_forward(y, r->x, r->n);
+}
+
+/* GELU is smooth: FD everywhere, including around 0 and in both tails. */
+static void check_gelu(void) {
+    enum { n = 24 };
+    double x[n], gy[n], gx[n] = {0};
+    relu_case r = {n, x};
+    for (int i = 0; i < n; i++)
+        x[i] = 4.0 * urand(), gy[i] = urand();
+    clcnn_ref_gelu_backward(gx, gy, x, n);
+    report("gelu n24", "gx", fd_error(gelu_fwd, &r, n, gy, x, gx, n), FD_TOL);
+}
+
+/* The dropout hash keeps each element with probability 1 - p: over 2^20 elements of one
+ * seed, the kept fraction is within 5 standard deviations (0.25% here) of 1 - p, and two
+ * seeds' masks agree on about (1-p)^2 + p^2 of the elements, as independent draws would. */
+static void check_dropout_hash(void) {
+    enum { n = 1 << 20 };
+    const double p = 0.3;
+    long kept = 0, agree = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int a = (clcnn_ref_dropout_hash(12345u, i) >> 8) >= (uint32_t)(p * 16777216.0);
+        int b = (clcnn_ref_dropout_hash(12346u, i) >> 8) >= (uint32_t)(p * 16777216.0);
+        kept += a, agree += a == b;
+    }
+    double fk = (double)kept / n, fa = (double)agree / n;
+    report("dropout hash", "kept", fabs(fk - (1 - p)), 0.0025);
+    report("dropout hash", "2 seeds", fabs(fa - ((1 - p) * (1 - p) + p * p)), 0.0025);
+}
+
+/* ---- batchnorm (training) ----
+ * Every output of a channel moves with each of its inputs (through the batch mean and
+ * variance), smoothly: truncation stays ~h^2. But the rounding of all M outputs of the channel
+ * (|y| up to sqrt(M)) enters each difference, ~1e-9 absolute, which is 1e-6 at FD_FLOOR: bn
+ * takes BN_FD_TOL = 1e-5 (observed <= 1e-6 over a thousand draws); a wrong term is O(1). */
+#define BN_FD_TOL 1e-5
+
+typedef struct bn_case {
+    int N, C, HW;
+    double eps, *x, *w, *b;
+} bn_case;
+
+static void bn_fwd(double *y, void *ctx) {
+    bn_case *c = ctx;
+    clcnn_ref_bn_forward_train(y, NULL, NULL, c->x, c->w, c->b, c->N, c->C, c->HW, c->eps, 0.1);
+}
+
+static void check_bn(int N, int C, int HW, double eps) {
+    bn_case c = {N, C, HW, eps, NULL, NULL, NULL};
+    int nx = N * C * HW;
+    c.x = randn_like(nx, 1.0);
+    c.w = randn_like(C, 1.0);
+    c.b = randn_like(C, 0.5);
+    double *gy = randn_like(nx, 1.0), *gx = zeros(nx), *gw = zeros(C), *gb = zeros(C);
+    clcnn_ref_bn_backward(gx, gw, gb, gy, c.x, c.w, N, C, HW, eps);
+    char group[64];
+    snprintf(group, sizeof group, "batchnorm N%d C%d HW%d eps %g", N, C, HW, eps);
+    report(group, "gx", fd_error(bn_fwd, &c, nx, gy, c.x, gx, nx), BN_FD_TOL);
+    report(group, "gw", fd_error(bn_fwd, &c, nx, gy, c.w, gw, C), BN_FD_TOL);
+    report(group, "gb", fd_error(bn_fwd, &c, nx, gy, c.b, gb, C), BN_FD_TOL);
+    free(gy), free(gx), free(gw), free(gb), free(c.x), free(c.w), free(c.b);
+}
+
+/* PyTorch's numbers for one channel of 1, 2, 3, 4 (BatchNorm1d(1), weight 1, bias 0, running
+ * statistics 0 and 1, momentum 0.1): mean 2.5, biased variance 1.25, unbiased 5/3; a training
+ * step leaves running_mean 0.25 and running_var 0.9 + 1/6; evaluation then normalises by
+ * those. */
+static void check_bn_stats(void) {
+    const double x[4] = {1, 2, 3, 4}, w[1] = {1}, b[1] = {0};
+    double y[4], ye[4], rm[1] = {0}, rv[1] = {1}, worst = 0.0;
+    clcnn_ref_bn_forward_train(y, rm, rv, x, w, b, 4, 1, 1, 1e-5, 0.1);
+    for (int i = 0; i < 4; i++)
+        worst = fmax(worst, fabs(y[i] - (x[i] - 2.5) / sqrt(1.25 + 1e-5)));
+    worst = fmax(worst, fabs(rm[0] - 0.25));
+    worst = fmax(worst, fabs(rv[0] - (0.9 + 0.1 * 5.0 / 3.0)));
+    clcnn_ref_bn_forward_eval(ye, x, w, b, rm, rv, 4, 1, 1, 1e-5);
+    for (int i = 0; i < 4; i++)
+        worst = fmax(worst, fabs(ye[i] - (x[i] - rm[0]) / sqrt(rv[0] + 1e-5)));
+    report("batchnorm as torch", "y, stats", worst, 1e-15);
+}
+
 /* ---- cross-entropy ---- */
 
 typedef struct ce_case {
@@ -690,6 +774,12 @@ int main(int argc, char **argv) {
     check_linear(3, 5, 4, 1);
     check_linear(1, 6, 3, 0);
     check_relu();
+    check_bn(3, 2, 5, 1e-5);
+    check_bn(4, 3, 1, 1e-3);
+    check_bn(1, 2, 6, 1e-5);
+    check_bn_stats();
+    check_gelu();
+    check_dropout_hash();
     check_ce();
     check_composed();
     check_pool_ties();

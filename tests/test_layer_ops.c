@@ -43,67 +43,121 @@ typedef struct lo_case {
     int N, gx;        /* batch; whether the input gradient is wanted */
     int input;        /* IN_* */
     int chunk;        /* conv: scratch for this many images only, as for a batch too large for it */
+    int eval;         /* 1: evaluation mode (forward only); 0: a training step */
 } lo_case;
 
 static const lo_case cases[] = {
-    {"conv(5,3,stride=2,pad=1)", 3, 7, 9, 2, 1, IN_RANDOM, 0}, /* odd, non-square, stride 2 */
-    {"conv(5,3,stride=2,pad=1)", 3, 7, 9, 2, 0, IN_RANDOM, 0}, /* the first layer: no gx */
-    {"conv(2,5,pad=2)", 1, 5, 5, 1, 1, IN_RANDOM, 0},          /* batch 1, pad 2 ("same") */
-    {"conv(3,1,bias=0)", 2, 6, 4, 3, 1, IN_RANDOM, 0},         /* 1x1 kernel, no bias */
-    {"conv(6,3)", 4, 8, 8, 2, 1, IN_RANDOM, 0},                /* pad 0 */
-    {"conv(4,4,stride=3,pad=2)", 3, 9, 7, 5, 1, IN_RANDOM, 0}, /* even kernel, stride 3 */
-    {"conv(2,3,stride=3,pad=1)", 1, 8, 11, 1, 1, IN_RANDOM, 0},
-    {"conv(4,3,stride=2,pad=2)", 2, 6, 5, 3, 1, IN_RANDOM, 0},
-    {"conv(3,3,pad=3)", 2, 5, 6, 2, 1, IN_RANDOM, 0},    /* pad > K-1: col2im is the only gx */
-    {"conv(4,2,pad=2)", 3, 4, 5, 3, 1, IN_RANDOM, 0},    /* pad > K-1, even kernel */
-    {"conv(8,5,pad=2)", 3, 12, 10, 7, 1, IN_RANDOM, 0},  /* an odd batch of 7 */
-    {"conv(8,5,pad=2)", 3, 12, 10, 7, 1, IN_RANDOM, 2},  /* the same in chunks of images */
-    {"conv(3,3,stride=2)", 2, 5, 7, 3, 1, IN_RANDOM, 2}, /* chunked, stride 2 */
-    {"conv(32,5,pad=2)", 3, 11, 13, 2, 1, IN_RANDOM, 0}, /* OC 32: full 8x32 CPU GEMM tiles */
-    {"conv(8,3,pad=1)", 3, 37, 40, 5, 1, IN_RANDOM, 0},  /* 7400 pixels: split-K weight grad */
-    {"conv(6,3,pad=1)", 5, 8, 8, 3, 1, IN_RANDOM, 0},    /* 8-wide maps: two rows per vector */
-    {"conv(5,3,pad=1)", 4, 9, 8, 2, 1, IN_RANDOM, 0},    /* 8 wide, odd height */
-    {"conv(9,3,pad=1)", 3, 6, 8, 2, 1, IN_RANDOM, 0},
-    {"conv(20,5,pad=2)", 8, 9, 10, 2, 1, IN_RANDOM, 0},       /* 200 taps: row-GEMM weight grad */
-    {"conv(40,5,pad=2,bias=0)", 6, 8, 8, 3, 1, IN_RANDOM, 0}, /* two 32-channel tiles */
-    {"conv(33,5,pad=2)", 6, 40, 40, 3, 1, IN_RANDOM, 0},      /* row GEMM in 3 batch slices */
+    {"conv(5,3,stride=2,pad=1)", 3, 7, 9, 2, 1, IN_RANDOM, 0, 0}, /* odd, non-square, stride 2 */
+    {"conv(5,3,stride=2,pad=1)", 3, 7, 9, 2, 0, IN_RANDOM, 0, 0}, /* the first layer: no gx */
+    {"conv(2,5,pad=2)", 1, 5, 5, 1, 1, IN_RANDOM, 0, 0},          /* batch 1, pad 2 ("same") */
+    {"conv(3,1,bias=0)", 2, 6, 4, 3, 1, IN_RANDOM, 0, 0},         /* 1x1 kernel, no bias */
+    {"conv(6,3)", 4, 8, 8, 2, 1, IN_RANDOM, 0, 0},                /* pad 0 */
+    {"conv(4,4,stride=3,pad=2)", 3, 9, 7, 5, 1, IN_RANDOM, 0, 0}, /* even kernel, stride 3 */
+    {"conv(2,3,stride=3,pad=1)", 1, 8, 11, 1, 1, IN_RANDOM, 0, 0},
+    {"conv(4,3,stride=2,pad=2)", 2, 6, 5, 3, 1, IN_RANDOM, 0, 0},
+    {"conv(3,3,pad=3)", 2, 5, 6, 2, 1, IN_RANDOM, 0, 0},    /* pad > K-1: col2im is the only gx */
+    {"conv(4,2,pad=2)", 3, 4, 5, 3, 1, IN_RANDOM, 0, 0},    /* pad > K-1, even kernel */
+    {"conv(8,5,pad=2)", 3, 12, 10, 7, 1, IN_RANDOM, 0, 0},  /* an odd batch of 7 */
+    {"conv(8,5,pad=2)", 3, 12, 10, 7, 1, IN_RANDOM, 2, 0},  /* the same in chunks of images */
+    {"conv(3,3,stride=2)", 2, 5, 7, 3, 1, IN_RANDOM, 2, 0}, /* chunked, stride 2 */
+    {"conv(32,5,pad=2)", 3, 11, 13, 2, 1, IN_RANDOM, 0, 0}, /* OC 32: full 8x32 CPU GEMM tiles */
+    {"conv(8,3,pad=1)", 3, 37, 40, 5, 1, IN_RANDOM, 0, 0},  /* 7400 pixels: split-K weight grad */
+    {"conv(6,3,pad=1)", 5, 8, 8, 3, 1, IN_RANDOM, 0, 0},    /* 8-wide maps: two rows per vector */
+    {"conv(5,3,pad=1)", 4, 9, 8, 2, 1, IN_RANDOM, 0, 0},    /* 8 wide, odd height */
+    {"conv(9,3,pad=1)", 3, 6, 8, 2, 1, IN_RANDOM, 0, 0},
+    {"conv(20,5,pad=2)", 8, 9, 10, 2, 1, IN_RANDOM, 0, 0}, /* 200 taps: row-GEMM weight grad */
+    {"conv(40,5,pad=2,bias=0)", 6, 8, 8, 3, 1, IN_RANDOM, 0, 0}, /* two 32-channel tiles */
+    {"conv(33,5,pad=2)", 6, 40, 40, 3, 1, IN_RANDOM, 0, 0},      /* row GEMM in 3 batch slices */
     /* conv + MaxPool2d(2), fused: the pool in the convolution's store */
-    {"conv(8,3,pad=1) maxpool(2)", 3, 8, 8, 3, 1, IN_RANDOM, 0},
-    {"conv(8,3,pad=1) maxpool(2)", 3, 8, 8, 3, 0, IN_RANDOM, 0},
-    {"conv(5,3,pad=1) maxpool(2)", 2, 7, 9, 1, 1, IN_RANDOM, 0}, /* odd: the last row drops */
-    {"conv(6,3) maxpool(2)", 4, 8, 8, 2, 1, IN_RANDOM, 0},
-    {"conv(6,3,pad=1) maxpool(2)", 5, 8, 8, 3, 1, IN_RANDOM, 0}, /* 8 wide */
-    {"conv(9,3,pad=1) maxpool(2)", 3, 6, 8, 2, 1, IN_RANDOM, 0}, /* 3 pooled rows */
-    {"conv(9,3,pad=1) maxpool(2)", 3, 6, 8, 2, 1, IN_ZERO, 0},   /* four-way ties everywhere */
-    {"conv(8,5,pad=2) maxpool(2)", 3, 12, 10, 7, 1, IN_ZERO, 0},
-    {"conv(20,5,pad=2) maxpool(2)", 8, 9, 10, 2, 0, IN_RANDOM, 0},
-    {"conv(40,5,pad=2,bias=0) maxpool(2)", 6, 8, 8, 3, 1, IN_RANDOM, 0},
-    {"conv(33,5,pad=2) maxpool(2)", 6, 12, 12, 3, 1, IN_RANDOM, 0},
+    {"conv(8,3,pad=1) maxpool(2)", 3, 8, 8, 3, 1, IN_RANDOM, 0, 0},
+    {"conv(8,3,pad=1) maxpool(2)", 3, 8, 8, 3, 0, IN_RANDOM, 0, 0},
+    {"conv(5,3,pad=1) maxpool(2)", 2, 7, 9, 1, 1, IN_RANDOM, 0, 0}, /* odd: the last row drops */
+    {"conv(6,3) maxpool(2)", 4, 8, 8, 2, 1, IN_RANDOM, 0, 0},
+    {"conv(6,3,pad=1) maxpool(2)", 5, 8, 8, 3, 1, IN_RANDOM, 0, 0}, /* 8 wide */
+    {"conv(9,3,pad=1) maxpool(2)", 3, 6, 8, 2, 1, IN_RANDOM, 0, 0}, /* 3 pooled rows */
+    {"conv(9,3,pad=1) maxpool(2)", 3, 6, 8, 2, 1, IN_ZERO, 0, 0},   /* four-way ties everywhere */
+    {"conv(8,5,pad=2) maxpool(2)", 3, 12, 10, 7, 1, IN_ZERO, 0, 0},
+    {"conv(20,5,pad=2) maxpool(2)", 8, 9, 10, 2, 0, IN_RANDOM, 0, 0},
+    {"conv(40,5,pad=2,bias=0) maxpool(2)", 6, 8, 8, 3, 1, IN_RANDOM, 0, 0},
+    {"conv(33,5,pad=2) maxpool(2)", 6, 12, 12, 3, 1, IN_RANDOM, 0, 0},
     /* maxpool: overlapping windows, ties, padding, gaps, the 2x2 fast path */
-    {"maxpool(3,stride=2)", 3, 7, 9, 2, 1, IN_TIES, 0},
-    {"maxpool(3,stride=2)", 3, 7, 9, 2, 1, IN_RANDOM, 0},
-    {"maxpool(2)", 2, 8, 8, 1, 1, IN_RANDOM, 0},
-    {"maxpool(2)", 3, 9, 7, 2, 1, IN_TIES, 0},  /* 2x2: odd sizes */
-    {"maxpool(2)", 2, 7, 37, 2, 1, IN_TIES, 0}, /* 2x2: 18 windows a row (vectors + tail) */
-    {"maxpool(3,stride=2,pad=1)", 2, 5, 7, 3, 1, IN_TIES, 0},
-    {"maxpool(3,stride=2,pad=1)", 2, 5, 7, 3, 1, IN_SPECIAL, 0}, /* NaN: the last one wins */
-    {"maxpool(2,stride=1)", 1, 6, 5, 2, 1, IN_TIES, 0},
-    {"maxpool(1)", 1, 1, 1, 1, 1, IN_RANDOM, 0},
-    {"maxpool(2,stride=3)", 2, 9, 10, 2, 1, IN_TIES, 0}, /* stride > K: gaps */
-    {"maxpool(3,stride=3,pad=1)", 1, 7, 7, 2, 1, IN_TIES, 0},
+    {"maxpool(3,stride=2)", 3, 7, 9, 2, 1, IN_TIES, 0, 0},
+    {"maxpool(3,stride=2)", 3, 7, 9, 2, 1, IN_RANDOM, 0, 0},
+    {"maxpool(2)", 2, 8, 8, 1, 1, IN_RANDOM, 0, 0},
+    {"maxpool(2)", 3, 9, 7, 2, 1, IN_TIES, 0, 0},  /* 2x2: odd sizes */
+    {"maxpool(2)", 2, 7, 37, 2, 1, IN_TIES, 0, 0}, /* 2x2: 18 windows a row (vectors + tail) */
+    {"maxpool(3,stride=2,pad=1)", 2, 5, 7, 3, 1, IN_TIES, 0, 0},
+    {"maxpool(3,stride=2,pad=1)", 2, 5, 7, 3, 1, IN_SPECIAL, 0, 0}, /* NaN: the last one wins */
+    {"maxpool(2,stride=1)", 1, 6, 5, 2, 1, IN_TIES, 0, 0},
+    {"maxpool(1)", 1, 1, 1, 1, 1, IN_RANDOM, 0, 0},
+    {"maxpool(2,stride=3)", 2, 9, 10, 2, 1, IN_TIES, 0, 0}, /* stride > K: gaps */
+    {"maxpool(3,stride=3,pad=1)", 1, 7, 7, 2, 1, IN_TIES, 0, 0},
     /* relu: exact zeros (no gradient) and NaN (passes through, with its gradient) */
-    {"relu", 7, 11, 13, 1, 1, IN_SPECIAL, 0},
-    {"relu", 3, 5, 4, 3, 1, IN_RANDOM, 0},
+    {"relu", 7, 11, 13, 1, 1, IN_SPECIAL, 0, 0},
+    {"relu", 3, 5, 4, 3, 1, IN_RANDOM, 0, 0},
     /* flatten: a view of its input */
-    {"flatten", 3, 4, 5, 2, 1, IN_RANDOM, 0},
-    {"flatten", 3, 4, 5, 1, 0, IN_RANDOM, 0},
+    {"flatten", 3, 4, 5, 2, 1, IN_RANDOM, 0, 0},
+    {"flatten", 3, 4, 5, 1, 0, IN_RANDOM, 0, 0},
     /* linear */
-    {"linear(4)", 7, 0, 0, 3, 1, IN_RANDOM, 0},
-    {"linear(1)", 5, 0, 0, 1, 1, IN_RANDOM, 0},
-    {"linear(10)", 33, 0, 0, 65, 1, IN_RANDOM, 0},
-    {"linear(33)", 40, 0, 0, 70, 1, IN_RANDOM, 0},
-    {"linear(4,bias=0)", 7, 0, 0, 3, 1, IN_RANDOM, 0},
-    {"linear(10,bias=0)", 33, 0, 0, 65, 0, IN_RANDOM, 0},
+    {"linear(4)", 7, 0, 0, 3, 1, IN_RANDOM, 0, 0},
+    {"linear(1)", 5, 0, 0, 1, 1, IN_RANDOM, 0, 0},
+    {"linear(10)", 33, 0, 0, 65, 1, IN_RANDOM, 0, 0},
+    {"linear(33)", 40, 0, 0, 70, 1, IN_RANDOM, 0, 0},
+    {"linear(4,bias=0)", 7, 0, 0, 3, 1, IN_RANDOM, 0, 0},
+    {"linear(10,bias=0)", 33, 0, 0, 65, 0, IN_RANDOM, 0, 0},
+    /* gelu: NaN passes through; flat input */
+    {"gelu", 3, 5, 7, 2, 1, IN_SPECIAL, 0, 0},
+    {"gelu", 10, 0, 0, 4, 1, IN_RANDOM, 0, 0},
+    /* dropout: the mask from the node's seed; evaluation is the identity; p = 0 and p = 1 */
+    {"dropout(0.3)", 4, 6, 5, 3, 1, IN_RANDOM, 0, 0},
+    {"dropout(0.3)", 4, 6, 5, 3, 1, IN_RANDOM, 0, 1},
+    {"dropout", 12, 0, 0, 5, 1, IN_SPECIAL, 0, 0},
+    {"dropout(0)", 3, 4, 4, 2, 1, IN_RANDOM, 0, 0},
+    {"dropout(1)", 3, 4, 4, 2, 1, IN_RANDOM, 0, 0},
+    /* scale */
+    {"scale(0.125)", 3, 5, 4, 2, 1, IN_SPECIAL, 0, 0},
+    {"scale(-2.5)", 9, 0, 0, 3, 1, IN_RANDOM, 0, 0},
+    /* avgpool: overlapping windows, padding (count_include_pad), gaps, odd sizes, 1x1 */
+    {"avgpool(3,stride=2)", 3, 7, 9, 2, 1, IN_RANDOM, 0, 0},
+    {"avgpool(2)", 2, 9, 7, 3, 1, IN_RANDOM, 0, 0}, /* odd: the last row and column drop */
+    {"avgpool(2)", 2, 8, 8, 1, 0, IN_RANDOM, 0, 0},
+    {"avgpool(3,stride=2,pad=1)", 2, 5, 7, 3, 1, IN_RANDOM, 0, 0},
+    {"avgpool(3,stride=2,pad=1)", 2, 5, 7, 3, 1, IN_SPECIAL, 0, 0},
+    {"avgpool(4,stride=3,pad=2)", 3, 9, 6, 2, 1, IN_RANDOM, 0, 0},
+    {"avgpool(2,stride=1)", 1, 6, 5, 2, 1, IN_RANDOM, 0, 0},
+    {"avgpool(2,stride=3)", 2, 9, 10, 2, 1, IN_RANDOM, 0, 0}, /* stride > K: gaps */
+    {"avgpool(1)", 1, 1, 1, 1, 1, IN_RANDOM, 0, 0},
+    {"avgpool(3,stride=3,pad=1)", 4, 7, 7, 2, 1, IN_RANDOM, 0, 1},
+    /* globalavgpool, globalmaxpool: planes of odd sizes (vectors and tails), 1x1, ties, NaNs */
+    {"globalavgpool", 3, 7, 7, 2, 1, IN_RANDOM, 0, 0},
+    {"globalavgpool", 5, 9, 11, 3, 1, IN_SPECIAL, 0, 0},
+    {"globalavgpool", 4, 4, 4, 1, 0, IN_RANDOM, 0, 0},
+    {"globalavgpool", 7, 1, 1, 1, 1, IN_RANDOM, 0, 0},
+    {"globalavgpool", 6, 28, 28, 2, 1, IN_RANDOM, 0, 0},
+    {"globalmaxpool", 3, 7, 7, 2, 1, IN_RANDOM, 0, 0},
+    {"globalmaxpool", 5, 9, 11, 3, 1, IN_TIES, 0, 0},
+    {"globalmaxpool", 16, 5, 5, 2, 1, IN_ZERO, 0, 0},    /* all equal: index 0 */
+    {"globalmaxpool", 6, 8, 8, 2, 1, IN_SPECIAL, 0, 0},  /* NaN: the last one wins */
+    {"globalmaxpool", 13, 3, 2, 3, 1, IN_SPECIAL, 0, 0}, /* tails only, NaNs */
+    {"globalmaxpool", 4, 4, 4, 1, 0, IN_TIES, 0, 0},
+    {"globalmaxpool", 7, 1, 1, 1, 1, IN_RANDOM, 0, 0},
+    {"globalmaxpool", 3, 28, 28, 2, 1, IN_TIES, 0, 1},
+    /* bn: BatchNorm2d (odd sizes, batch 1, chunks of several samples with a short last one)
+     * and BatchNorm1d; evaluation; other eps and momentum */
+    {"bn", 4, 6, 5, 5, 1, IN_RANDOM, 0, 0},    /* 3 samples a chunk: 3 + 2 */
+    {"bn", 3, 7, 9, 1, 1, IN_RANDOM, 0, 0},    /* batch 1 */
+    {"bn", 3, 4, 4, 7, 1, IN_RANDOM, 0, 0},    /* 4 samples a chunk: 4 + 3 */
+    {"bn", 5, 37, 41, 3, 1, IN_RANDOM, 0, 0},  /* planes of 1517 */
+    {"bn", 16, 14, 14, 8, 1, IN_RANDOM, 0, 0}, /* a ResNet stage, scaled down */
+    {"bn", 4, 6, 5, 3, 0, IN_RANDOM, 0, 0},    /* the first layer: no gx */
+    {"bn", 4, 6, 5, 3, 1, IN_RANDOM, 0, 1},    /* evaluation: the running statistics */
+    {"bn", 7, 0, 0, 5, 1, IN_RANDOM, 0, 0},    /* BatchNorm1d */
+    {"bn", 33, 0, 0, 2, 0, IN_RANDOM, 0, 0},   /* two values a channel: gx is ~0 (cancels) */
+    {"bn", 3, 0, 0, 150, 1, IN_RANDOM, 0, 0},  /* 64 samples a chunk: 64 + 64 + 22 */
+    {"bn", 6, 0, 0, 1, 1, IN_RANDOM, 0, 1},    /* evaluation takes a batch of 1 */
+    {"bn(eps=0.001,momentum=0.01)", 5, 3, 3, 4, 1, IN_RANDOM, 0, 0},
+    {"bn(eps=0.5,momentum=1)", 9, 0, 0, 3, 1, IN_RANDOM, 0, 0},
+    {"bn(eps=0.5,momentum=1)", 4, 6, 5, 3, 1, IN_RANDOM, 0, 1},
 };
 
 /* The GEMM backends every row runs with. */
@@ -128,6 +182,7 @@ typedef struct lo_ctx {
  * and the reference results. */
 typedef struct lo_host {
     clcnn_node n;    /* unplanned; a fused row's convolution */
+    cl_uint seed;    /* the node's random stream (dropout) */
     clcnn_node next; /* a fused row's pool, which n absorbs once planned */
     int fused;
     clcnn_param par[8];
@@ -136,12 +191,14 @@ typedef struct lo_host {
     size_t nx, ny;       /* floats of a batch's x and y */
     float *x, *p, *gy;   /* inputs; p holds the parameters at their offsets */
     double *y, *gx, *gp; /* reference output and gradients (gp at the parameters' offsets) */
+    float *st;           /* running statistics before the forward (NULL: none) */
+    double *stref;       /* and after it, as the reference updates them */
     int *am;             /* the reference argmax of a pool (plain or fused) */
 } lo_host;
 
 /* The device buffers of one run. */
 typedef struct lo_dev {
-    cl_mem x, y, gy, gx, p, g, aux, keep_col, keep_pad, pre, col, rows, xpad, wflip;
+    cl_mem x, y, gy, gx, p, g, aux, keep_col, keep_pad, pre, col, rows, xpad, wflip, stats;
 } lo_dev;
 
 /* What one run found: the first failure, for its line. */
@@ -240,6 +297,43 @@ static void reference(lo_host *h, const lo_case *c) {
         clcnn_ref_linear_forward(h->y, x, w, b, N, n->x.c, n->y.c);
         clcnn_ref_linear_backward(gx, gw, gb, gy, x, w, N, n->x.c, n->y.c);
         break;
+    case CLCNN_LAYER_GELU:
+        clcnn_ref_gelu_forward(h->y, x, N * plane);
+        clcnn_ref_gelu_backward(h->gx, gy, x, N * plane);
+        break;
+    case CLCNN_LAYER_DROPOUT: /* evaluation: the identity */
+        clcnn_ref_dropout(h->y, x, N * plane, h->seed, c->eval ? 0.0 : d->p);
+        clcnn_ref_dropout(h->gx, gy, N * plane, h->seed, c->eval ? 0.0 : d->p);
+        break;
+    case CLCNN_LAYER_SCALE:
+        clcnn_ref_scale(h->y, x, N * plane, d->factor);
+        clcnn_ref_scale(h->gx, gy, N * plane, d->factor);
+        break;
+    case CLCNN_LAYER_RES: break;  /* a group: tested in whole models (test_model) */
+    case CLCNN_LAYER_BATCHNORM: { /* the running statistics are h->stref, moved in training */
+        int hw = n->x.h * n->x.w;
+        double *rm = h->stref + h->par[n->param0 + 2].off, *rv = rm + n->x.c;
+        if (c->eval)
+            clcnn_ref_bn_forward_eval(h->y, x, w, b, rm, rv, N, n->x.c, hw, d->eps);
+        else
+            clcnn_ref_bn_forward_train(h->y, rm, rv, x, w, b, N, n->x.c, hw, d->eps, d->momentum);
+        clcnn_ref_bn_backward(gx, gw, gb, gy, x, w, N, n->x.c, hw, d->eps);
+        break;
+    }
+    case CLCNN_LAYER_AVGPOOL2D:
+        clcnn_ref_avgpool2d_forward(h->y, x, N, n->x.c, n->x.h, n->x.w, d->kernel, d->stride,
+                                    d->pad);
+        clcnn_ref_avgpool2d_backward(h->gx, gy, N, n->x.c, n->x.h, n->x.w, d->kernel, d->stride,
+                                     d->pad);
+        break;
+    case CLCNN_LAYER_GLOBALAVGPOOL:
+        clcnn_ref_globalavgpool_forward(h->y, x, N * n->x.c, n->x.h * n->x.w);
+        clcnn_ref_globalavgpool_backward(h->gx, gy, N * n->x.c, n->x.h * n->x.w);
+        break;
+    case CLCNN_LAYER_GLOBALMAXPOOL:
+        clcnn_ref_globalmaxpool_forward(h->y, h->am, x, N * n->x.c, n->x.h * n->x.w);
+        clcnn_ref_globalmaxpool_backward(h->gx, gy, h->am, N * n->x.c, n->x.h * n->x.w);
+        break;
     }
     free(x), free(p), free(gy);
 }
@@ -252,15 +346,15 @@ static int host_node(lo_host *h, const lo_case *c, clcnn_error *e) {
     int nd = 0, ok = 0;
     clcnn_shape x = {c->c, c->h ? c->h : 1, c->w ? c->w : 1, c->h == 0};
     int64_t pad[1] = {PAD_PARAM};
-    h->pl = (clcnn_params){h->par, 0, (int)(sizeof h->par / sizeof h->par[0]), 0};
-    clcnn_params_add(&h->pl, 99, "pad", 1, pad);
+    h->pl = (clcnn_params){h->par, 0, (int)(sizeof h->par / sizeof h->par[0]), 0, 0};
+    clcnn_params_add(&h->pl, "99", "pad", CLCNN_PARAM_WEIGHT, 1, pad);
     if (clcnn_spec_parse(c->spec, &d, &nd, e)) return 0;
     if (nd > 2 || (nd == 2 && d[0].kind != CLCNN_LAYER_CONV2D)) {
         snprintf(e->msg, sizeof e->msg, "a row is one layer or a conv and its pool");
         goto done;
     }
-    if (clcnn_node_init(&h->n, &d[0], 0, x, &h->pl, e)) goto done;
-    if (nd == 2 && clcnn_node_init(&h->next, &d[1], 1, h->n.y, &h->pl, e)) goto done;
+    if (clcnn_node_init(&h->n, &d[0], 0, NULL, x, &h->pl, e)) goto done;
+    if (nd == 2 && clcnn_node_init(&h->next, &d[1], 1, NULL, h->n.y, &h->pl, e)) goto done;
     h->n.need_gx = c->gx;
     h->fused = nd == 2;
     ok = 1;
@@ -271,6 +365,7 @@ done:
 
 static void host_free(lo_host *h) {
     free(h->x), free(h->p), free(h->gy), free(h->y), free(h->gx), free(h->gp), free(h->am);
+    free(h->st), free(h->stref);
 }
 
 /* Builds row `index`: its node, inputs (seeded by the index) and reference results. */
@@ -290,6 +385,13 @@ static int host_init(lo_host *h, const lo_case *c, int index) {
     for (int i = 0; i < PAD_PARAM; i++)
         h->p[i] = 1e30f; /* not the node's: read by mistake, it shows */
     h->gy = draw(&rng, h->ny, 1.0, IN_RANDOM);
+    h->seed = (cl_uint)(0x9E3779B9u * (unsigned)(index + 1));
+    if (h->pl.stats) { /* positive, as a variance must be */
+        h->st = draw(&rng, h->pl.stats, 0.5, IN_RANDOM);
+        for (size_t i = 0; i < h->pl.stats; i++)
+            h->st[i] += 0.75f;
+        h->stref = to_double(h->st, h->pl.stats);
+    }
     h->y = calloc(h->ny + 1, sizeof *h->y);
     h->gx = calloc(h->nx + 1, sizeof *h->gx);
     h->gp = calloc(h->pl.total + 1, sizeof *h->gp);
@@ -300,8 +402,8 @@ static int host_init(lo_host *h, const lo_case *c, int index) {
         snprintf(shape, sizeof shape, "%dx%dx%d", c->c, c->h, c->w);
     else
         snprintf(shape, sizeof shape, "%d", c->c);
-    snprintf(h->label, sizeof h->label, "%s %s N%d%s%s", c->spec, shape, c->N,
-             c->gx ? "" : " no-gx", inputs[c->input]);
+    snprintf(h->label, sizeof h->label, "%s %s N%d%s%s%s", c->spec, shape, c->N,
+             c->gx ? "" : " no-gx", inputs[c->input], c->eval ? " eval" : "");
     if (c->chunk) {
         size_t l = strlen(h->label);
         snprintf(h->label + l, sizeof h->label - l, " chunk%d", c->chunk);
@@ -327,8 +429,9 @@ static cl_mem dev_buf(clcnn_context *ctx, size_t n, size_t size, const void *src
 }
 
 static void dev_free(lo_dev *d) {
-    cl_mem *all[] = {&d->x,        &d->y,        &d->gy,  &d->gx,  &d->p,    &d->g,    &d->aux,
-                     &d->keep_col, &d->keep_pad, &d->pre, &d->col, &d->rows, &d->xpad, &d->wflip};
+    cl_mem *all[] = {&d->x,   &d->y,    &d->gy,       &d->gx,       &d->p,
+                     &d->g,   &d->aux,  &d->keep_col, &d->keep_pad, &d->pre,
+                     &d->col, &d->rows, &d->xpad,     &d->wflip,    &d->stats};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (*all[i]) clReleaseMemObject(*all[i]), *all[i] = NULL;
 }
@@ -353,6 +456,7 @@ static void dev_alloc(clcnn_context *ctx, const lo_host *h, const lo_case *c, co
     d->rows = dev_buf(ctx, ws->rows ? ws->rows : 1, 4, NULL, r);
     d->xpad = dev_buf(ctx, ws->xpad, 4, NULL, r);
     d->wflip = dev_buf(ctx, ws->wflip, 4, NULL, r);
+    d->stats = dev_buf(ctx, h->pl.stats, 4, h->st, r);
 }
 
 /* A row's chunk: the convolution is told that the scratch holds `chunk` images (of itself and
@@ -370,8 +474,8 @@ static void limit_chunk(const clcnn_node *n, int chunk, clcnn_node_ws *use, clcn
     if (use->rows > alloc->rows) alloc->rows = use->rows;
 }
 
-static clcnn_io io_of(clcnn_context *ctx, const lo_host *h, const clcnn_node *n, const lo_dev *d,
-                      const clcnn_node_ws *use, int N) {
+static clcnn_io io_of(clcnn_context *ctx, const lo_host *h, const lo_case *c, const clcnn_node *n,
+                      const lo_dev *d, const clcnn_node_ws *use, int N) {
     clcnn_io io = {.ctx = ctx,
                    .col = d->col,
                    .rows = d->rows,
@@ -387,6 +491,12 @@ static clcnn_io io_of(clcnn_context *ctx, const lo_host *h, const clcnn_node *n,
     io.aux = d->aux, io.keep_col = d->keep_col, io.keep_pad = d->keep_pad, io.pre = d->pre;
     io.ws = *use;
     io.N = N;
+    io.training = !c->eval;
+    io.seed = h->seed;
+    io.stats = d->stats;
+    io.soff = -1;
+    for (int k = n->param0; k < n->param0 + n->n_params; k++)
+        if (h->par[k].kind == CLCNN_PARAM_STAT && io.soff < 0) io.soff = (int)h->par[k].off;
     return io;
 }
 
@@ -467,13 +577,21 @@ static void run_passes(const clcnn_node *n, const clcnn_io *io, const lo_host *h
     lo_tensor y = {"y", ys->flat ? 2 : 4, {io->N, ys->c, ys->h, ys->w}};
     lo_tensor x = {"gx", xs->flat ? 2 : 4, {io->N, xs->c, xs->h, xs->w}};
     compare(ctx, r, &y, io->y, 0, h->y, h->ny);
-    if (n->d.kind == CLCNN_LAYER_MAXPOOL2D) compare_argmax(ctx, r, io->aux, h->am, h->ny);
-    if (!r->ok) return; /* a broken forward (an argmax out of range) must not drive a backward */
+    if (n->d.kind == CLCNN_LAYER_MAXPOOL2D || n->d.kind == CLCNN_LAYER_GLOBALMAXPOOL)
+        compare_argmax(ctx, r, io->aux, h->am, h->ny);
+    if (h->stref) {
+        lo_tensor ts = {"running stats", 1, {(int64_t)h->pl.stats, 0, 0, 0}};
+        compare(ctx, r, &ts, io->stats, 0, h->stref, h->pl.stats);
+    }
+    /* A broken forward (an argmax out of range) must not drive a backward; evaluation has
+     * none. */
+    if (!r->ok || c->eval) return;
     if ((st = n->ops->backward(n, io)))
         fail(r, "backward: %s: %s", clcnn_status_str(st), clcnn_context_errmsg(ctx));
     for (int i = n->param0; i < n->param0 + n->n_params; i++) {
         const clcnn_param *p = &h->par[i];
         char what[48];
+        if (!clcnn_param_trained(p->kind)) continue; /* statistics: checked after the forward */
         lo_tensor g = {what, p->ndim, {p->shape[0], p->shape[1], p->shape[2], p->shape[3]}};
         snprintf(what, sizeof what, "grad %s", strchr(p->name, '.') + 1);
         compare(ctx, r, &g, io->grads, p->off, h->gp + p->off, p->numel);
@@ -521,7 +639,7 @@ static void run_one(clcnn_context *ctx, const lo_host *h, const lo_case *c, cons
         limit_chunk(n, c->chunk, &use, &ws);
     dev_alloc(ctx, h, c, n, &ws, &d, r);
     if (r->ok) {
-        clcnn_io io = io_of(ctx, h, n, &d, &use, c->N);
+        clcnn_io io = io_of(ctx, h, c, n, &d, &use, c->N);
         run_passes(n, &io, h, c, r);
         if (r->ok && perf_mode) perf(n, &io, c->gx, perf_out, perf_size);
     }
@@ -594,10 +712,10 @@ static void run_node(const lo_ctx *lc, const lo_host *h, const lo_case *c, int *
     }
 }
 
-/* The cross-entropy the last layer feeds, against its reference: the mean loss, its gradient,
- * the hits, and the accumulating form (evaluation: a second call adds its sum). Logits scaled
- * by `scale`; with N > 2, a huge right logit and a large wrong one. */
-static int check_ce(const lo_ctx *lc, int N, int K, double scale, int seed) {
+/* The cross-entropy the last layer feeds, with label smoothing eps, against its reference: the
+ * mean loss, its gradient, the hits, and the accumulating form (evaluation: a second call adds
+ * its sum). Logits scaled by `scale`; with N > 2, a huge right logit and a large wrong one. */
+static int check_ce_eps(const lo_ctx *lc, int N, int K, double scale, int seed, double eps) {
     clcnn_context *ctx = lc->ctx;
     clcnn_rng rng;
     lo_result r = {1, ""};
@@ -614,14 +732,14 @@ static int check_ce(const lo_ctx *lc, int N, int K, double scale, int seed) {
         lab[i] = (unsigned char)clcnn_rng_below(&rng, (uint64_t)K);
     if (N > 2) z[K + lab[1]] = 1e3f, z[2 * K] = 95.0f;
     double *zd = to_double(z, nz);
-    loss = clcnn_ref_cross_entropy(gz, &correct, zd, lab, N, K);
+    loss = clcnn_ref_cross_entropy_ls(gz, &correct, zd, lab, N, K, eps);
     two = loss + loss * N;
     d.x = dev_buf(ctx, nz, 4, z, &r), d.gx = dev_buf(ctx, nz, 4, NULL, &r);
     d.y = dev_buf(ctx, (size_t)N, 4, NULL, &r), d.aux = dev_buf(ctx, (size_t)N, 4, NULL, &r);
     d.p = dev_buf(ctx, 1, 4, NULL, &r), d.g = dev_buf(ctx, 1, 4, NULL, &r);
     d.gy = dev_buf(ctx, (size_t)N, 1, lab, &r);
     if (r.ok && clcnn_cross_entropy(ctx, d.y, d.aux, d.gx, d.x, 0, d.gy, N, K, d.p, d.g, (float)N,
-                                    0) != CLCNN_SUCCESS)
+                                    0, eps) != CLCNN_SUCCESS)
         fail(&r, "clcnn_cross_entropy: %s", clcnn_context_errmsg(ctx));
     lo_tensor tl = {"loss", 1, {1, 0, 0, 0}}, tg = {"grad", 2, {N, K, 0, 0}};
     lo_tensor ta = {"accumulated loss", 1, {1, 0, 0, 0}};
@@ -629,16 +747,25 @@ static int check_ce(const lo_ctx *lc, int N, int K, double scale, int seed) {
     compare(ctx, &r, &tg, d.gx, 0, gz, nz);
     if (r.ok) clEnqueueReadBuffer(ctx->queue, d.g, CL_TRUE, 0, 4, &dcorrect, 0, NULL, NULL);
     if (r.ok && dcorrect != correct) fail(&r, "%d correct, want %d", dcorrect, correct);
-    if (r.ok && clcnn_cross_entropy(ctx, d.y, d.aux, NULL, d.x, 0, d.gy, N, K, d.p, d.g, 1.0f, 1) !=
-                    CLCNN_SUCCESS)
+    if (r.ok && clcnn_cross_entropy(ctx, d.y, d.aux, NULL, d.x, 0, d.gy, N, K, d.p, d.g, 1.0f, 1,
+                                    eps) != CLCNN_SUCCESS)
         fail(&r, "clcnn_cross_entropy (accumulating): %s", clcnn_context_errmsg(ctx));
     compare(ctx, &r, &ta, d.p, 0, &two, 1);
-    snprintf(label, sizeof label, "cross-entropy N%d K%d scale %g", N, K, scale);
+    snprintf(label, sizeof label, "cross-entropy N%d K%d scale %g smoothing %g", N, K, scale, eps);
     printf("%-44s %-11s %-34s %s%s\n", label, lc->name, "kernel",
            r.ok ? "ok" : "FAIL: ", r.ok ? "" : r.why);
     dev_free(&d);
     free(z), free(lab), free(gz), free(zd);
     return r.ok;
+}
+
+/* check_ce_eps without label smoothing, then with 0.1 and (K > 2) with 1, the whole target
+ * spread evenly. */
+static int check_ce(const lo_ctx *lc, int N, int K, double scale, int seed) {
+    int ok = check_ce_eps(lc, N, K, scale, seed, 0.0);
+    ok &= check_ce_eps(lc, N, K, scale, seed, 0.1);
+    if (K > 2) ok &= check_ce_eps(lc, N, K, scale, seed, 1.0);
+    return ok;
 }
 
 /* A context per visible device and GEMM backend; a backend the device cannot run

@@ -17,7 +17,16 @@
       K(maxpool2_backward) K(maxpool_backward_scatter))                                            \
     X(RELU, relu, K(relu_forward) K(relu_backward))                                                \
     X(FLATTEN, flatten, )                                                                          \
-    X(LINEAR, linear, K(bias_add))
+    X(LINEAR, linear, K(bias_add))                                                                 \
+    X(GELU, gelu, K(gelu_forward) K(gelu_backward))                                                \
+    X(DROPOUT, dropout, K(dropout_forward))                                                        \
+    X(SCALE, scale, K(scale_f32))                                                                  \
+    X(RES, res, K(add_f32) K(copy_f32))                                                            \
+    X(BATCHNORM, bn, K(bn_stats_partial) K(bn_stats_reduce) K(bn_forward_apply)                    \
+      K(bn_backward_partial) K(bn_backward_reduce) K(bn_backward_apply))                           \
+    X(AVGPOOL2D, avgpool2d, K(avgpool_forward) K(avgpool_backward))                                \
+    X(GLOBALAVGPOOL, globalavgpool, K(globalavgpool_forward) K(globalavgpool_backward))            \
+    X(GLOBALMAXPOOL, globalmaxpool, K(globalmaxpool_forward) K(globalmaxpool_backward))
 /* clang-format on */
 
 /* For CLCNN_LAYER_LIST's K when the kernels are not wanted. */

@@ -9,6 +9,8 @@
 #ifndef CLCNN_TESTS_REF_H
 #define CLCNN_TESTS_REF_H
 
+#include <stdint.h>
+
 /* y (N,OC,OH,OW) = conv(x (N,C,H,W), w (OC,C,K,K), b (OC) or NULL);
  * OH = (H + 2*pad - K)/stride + 1, OW likewise. Zero padding, no dilation, no groups. */
 void clcnn_ref_conv2d_forward(double *y, const double *x, const double *w, const double *b, int N,
@@ -30,6 +32,25 @@ void clcnn_ref_maxpool2d_forward(double *y, int *argmax, const double *x, int N,
 void clcnn_ref_maxpool2d_backward(double *gx, const double *gy, const int *argmax, int N, int C,
                                   int H, int W, int K, int stride, int pad);
 
+/* PyTorch AvgPool2d(K, stride, pad), floor mode, count_include_pad=True: y (N,C,OH,OW) = the sum
+ * of each window's in-bounds elements / (K*K) (with pad <= K/2 no window passes the padding). */
+void clcnn_ref_avgpool2d_forward(double *y, const double *x, int N, int C, int H, int W, int K,
+                                 int stride, int pad);
+/* gx (N,C,H,W) += gy / (K*K) over every window that holds the pixel. */
+void clcnn_ref_avgpool2d_backward(double *gx, const double *gy, int N, int C, int H, int W, int K,
+                                  int stride, int pad);
+
+/* AdaptiveAvgPool2d(1) over NC planes of HW: y[nc] = the plane's mean; gx += gy[nc] / HW. */
+void clcnn_ref_globalavgpool_forward(double *y, const double *x, int NC, int HW);
+void clcnn_ref_globalavgpool_backward(double *gx, const double *gy, int NC, int HW);
+
+/* AdaptiveMaxPool2d(1) over NC planes of HW: y, argmax[nc] = the plane's maximum and its index,
+ * by the rule of clcnn_ref_maxpool2d_forward (first maximum, the last NaN wins, index 0 for an
+ * all -inf plane); gx[argmax] += gy. */
+void clcnn_ref_globalmaxpool_forward(double *y, int *argmax, const double *x, int NC, int HW);
+void clcnn_ref_globalmaxpool_backward(double *gx, const double *gy, const int *argmax, int NC,
+                                      int HW);
+
 /* y (N,OUT) = x (N,IN) w^T + b; w (OUT,IN), b (OUT) or NULL. */
 void clcnn_ref_linear_forward(double *y, const double *x, const double *w, const double *b, int N,
                               int IN, int OUT);
@@ -43,12 +64,45 @@ void clcnn_ref_relu_forward(double *y, const double *x, int n);
  * differs only in passing the gradient through where y is NaN. */
 void clcnn_ref_relu_backward(double *gx, const double *gy, const double *y, int n);
 
+/* GELU, exact: y = x * Phi(x) over n values; gx += gy * (Phi(x) + x * phi(x)). */
+void clcnn_ref_gelu_forward(double *y, const double *x, int n);
+void clcnn_ref_gelu_backward(double *gx, const double *gy, const double *x, int n);
+
+/* The dropout hash of cl/dropout.cl: element i of a step is kept when (hash >> 8) / 2^24 >= p. */
+uint32_t clcnn_ref_dropout_hash(uint32_t seed, uint32_t i);
+/* y += x masked and scaled by 1/(1-p) (in float, as the device) with the mask of `seed`; p = 0:
+ * y += x. Also the backward, applied to the gradient. */
+void clcnn_ref_dropout(double *y, const double *x, int n, uint32_t seed, double p);
+
+/* y += x * factor (the factor rounded to float, as the device takes it). Also the backward. */
+void clcnn_ref_scale(double *y, const double *x, int n, double factor);
+
+/* BatchNorm1d/2d on x (N,C,HW), HW = H*W (1 for flat features): y (SET) = (x - mean) * invstd *
+ * w + b per channel, invstd = 1/sqrt(var + eps). Training takes the batch's mean and biased
+ * variance (two passes) and moves the running statistics rm, rv (C each; either may be NULL):
+ * rm = (1-momentum)*rm + momentum*mean, rv likewise with the unbiased variance var*M/(M-1),
+ * M = N*HW. Evaluation takes mean = rm, var = rv and changes nothing. */
+void clcnn_ref_bn_forward_train(double *y, double *rm, double *rv, const double *x, const double *w,
+                                const double *b, int N, int C, int HW, double eps, double momentum);
+void clcnn_ref_bn_forward_eval(double *y, const double *x, const double *w, const double *b,
+                               const double *rm, const double *rv, int N, int C, int HW,
+                               double eps);
+/* The training forward's backward: gb += sum gy, gw += sum gy * xhat and
+ * gx += w * invstd / M * (M*gy - sum gy - xhat * sum gy*xhat), per channel, the statistics
+ * taken again from x; each may be NULL. */
+void clcnn_ref_bn_backward(double *gx, double *gw, double *gb, const double *gy, const double *x,
+                           const double *w, int N, int C, int HW, double eps);
+
 /* CrossEntropyLoss (log-softmax + NLL, mean over N) of logits (N,K) against labels (N), each in
  * [0,K). Stable for large logits. Returns the mean loss; glogits (N,K), if not NULL, is SET (not
  * added) to d(mean loss)/d(logits) = (softmax - onehot)/N; *correct, if not NULL, is the number
  * of rows whose argmax (first maximum) equals the label. */
 double clcnn_ref_cross_entropy(double *glogits, int *correct, const double *logits,
                                const unsigned char *labels, int N, int K);
+/* The same as nn.CrossEntropyLoss(label_smoothing=eps): (1-eps) * NLL + eps/K * sum_k
+ * -log_softmax[k], mean over N; glogits = (softmax - ((1-eps) * onehot + eps/K))/N. */
+double clcnn_ref_cross_entropy_ls(double *glogits, int *correct, const double *logits,
+                                  const unsigned char *labels, int N, int K, double eps);
 
 /* One SGD step over n parameters p with gradients g, exactly PyTorch 1.13's _single_tensor_sgd
  * (maximize off). step is 1 for the first step, when the momentum buffer buf is set to d_p;

@@ -1,0 +1,201 @@
+/* BatchNorm's kernels (src/layers/bn.c). x, y and their gradients are (N, C, HW) with element
+ * offset 0. Per-channel sums go in two steps: each work-item of a *_partial kernel reduces one
+ * chunk, the HW values of channel c in samples [g*S, min((g+1)*S, N)), into part[c*G + g] (and
+ * a second sum into part[(C + c)*G + g]); a *_reduce kernel then combines each channel's G
+ * partials. keep holds what the forward leaves for the backward: keep[c] the batch mean and
+ * keep[C + c] the inverse standard deviation of channel c. */
+
+/* acc (16 lanes) and *tail += the n floats at p. Sixteen partial sums, as bias_grad. */
+static void bn_sum(float16 *acc, float *tail, __global const float *p, int n) {
+    int n16 = n & ~15;
+    for (int i = 0; i < n16; i += 16)
+        *acc += vload16(0, p + i);
+    for (int i = n16; i < n; i++)
+        *tail += p[i];
+}
+
+/* acc and *tail += the squares of (p[i] - m) for i < n. */
+static void bn_sum_sq(float16 *acc, float *tail, __global const float *p, int n, float m) {
+    int n16 = n & ~15;
+    for (int i = 0; i < n16; i += 16) {
+        float16 d = vload16(0, p + i) - m;
+        *acc += d * d;
+    }
+    for (int i = n16; i < n; i++)
+        *tail += (p[i] - m) * (p[i] - m);
+}
+
+/* acc and *tail += the products g[i] * (p[i] - m) for i < n. */
+static void bn_sum_dot(float16 *acc, float *tail, __global const float *g, __global const float *p,
+                       int n, float m) {
+    int n16 = n & ~15;
+    for (int i = 0; i < n16; i += 16)
+        *acc += vload16(0, g + i) * (vload16(0, p + i) - m);
+    for (int i = n16; i < n; i++)
+        *tail += g[i] * (p[i] - m);
+}
+
+static float bn_hsum(float16 acc, float tail) {
+    float8 h8 = acc.lo + acc.hi;
+    float4 h4 = h8.lo + h8.hi;
+    float2 h2 = h4.lo + h4.hi;
+    return h2.x + h2.y + tail;
+}
+
+/* The sum of the n floats at p, in four partial sums. */
+static float bn_sum_partials(__global const float *p, int n) {
+    float4 acc = 0.0f;
+    int n4 = n & ~3;
+    float tail = 0.0f;
+    for (int i = 0; i < n4; i += 4)
+        acc += vload4(0, p + i);
+    for (int i = n4; i < n; i++)
+        tail += p[i];
+    return (acc.x + acc.y) + (acc.z + acc.w) + tail;
+}
+
+/* Chunk (g, c) of x (one work-item each, g*C + c < G*C): part[c*G + g] = its sum and
+ * part[(C + c)*G + g] = the sum of squared deviations from its own mean (two passes over the
+ * chunk, which stays in cache: no cancellation, however large the mean). */
+__kernel void bn_stats_partial(__global float *part, __global const float *x, int N, int C, int HW,
+                               int S, int G) {
+    int id = get_global_id(0);
+    if (id >= G * C) return;
+    int g = id / C, c = id - g * C, n0 = g * S, n1 = min(n0 + S, N);
+    float16 acc = 0.0f;
+    float tail = 0.0f;
+    for (int n = n0; n < n1; n++)
+        bn_sum(&acc, &tail, x + (n * C + c) * HW, HW);
+    float sum = bn_hsum(acc, tail), mean = sum / (float)((n1 - n0) * HW);
+    acc = 0.0f, tail = 0.0f;
+    for (int n = n0; n < n1; n++)
+        bn_sum_sq(&acc, &tail, x + (n * C + c) * HW, HW, mean);
+    part[c * G + g] = sum;
+    part[(C + c) * G + g] = bn_hsum(acc, tail);
+}
+
+/* Chunk g's squared deviations from the batch mean: its own plus its count times the squared
+ * distance of its mean from the batch's (Chan et al.'s combination of two-pass partials). */
+static float bn_chunk_m2(__global const float *ps, __global const float *pm, int g, int N, int HW,
+                         int S, float mean) {
+    float cnt = (float)(min(S, N - g * S) * HW), d = ps[g] / cnt - mean;
+    return pm[g] + cnt * d * d;
+}
+
+/* Channel c (one work-item each): the batch mean and biased variance from its chunks'
+ * partials, kept as mean and 1/sqrt(var + eps); the running statistics at stats[soff + c] and
+ * stats[soff + C + c] move towards the mean and the unbiased variance by `momentum`, as
+ * PyTorch's. */
+__kernel void bn_stats_reduce(__global float *keep, __global float *stats, int soff,
+                              __global const float *part, int N, int C, int HW, int S, int G,
+                              float eps, float momentum) {
+    int c = get_global_id(0);
+    if (c >= C) return;
+    __global const float *ps = part + c * G, *pm = part + (C + c) * G;
+    float M = (float)(N * HW), mean = bn_sum_partials(ps, G) / M;
+    float4 acc = 0.0f;
+    float tail = 0.0f;
+    int g = 0;
+    for (; g + 4 <= G; g += 4)
+        acc += (float4)(bn_chunk_m2(ps, pm, g, N, HW, S, mean),
+                        bn_chunk_m2(ps, pm, g + 1, N, HW, S, mean),
+                        bn_chunk_m2(ps, pm, g + 2, N, HW, S, mean),
+                        bn_chunk_m2(ps, pm, g + 3, N, HW, S, mean));
+    for (; g < G; g++)
+        tail += bn_chunk_m2(ps, pm, g, N, HW, S, mean);
+    float m2 = (acc.x + acc.y) + (acc.z + acc.w) + tail;
+    keep[c] = mean;
+    keep[C + c] = 1.0f / sqrt(m2 / M + eps);
+    float rm = stats[soff + c], rv = stats[soff + C + c];
+    stats[soff + c] = momentum * mean + (1.0f - momentum) * rm;
+    stats[soff + C + c] = momentum * (m2 / (M - 1.0f)) + (1.0f - momentum) * rv;
+}
+
+/* y = (x - mean) * alpha + b per plane (n, c) (one work-item each, < N*C), alpha = invstd * w:
+ * the batch statistics in keep, or with `running` the running ones in stats (invstd =
+ * 1/sqrt(running_var + eps)). w = p[woff + c], b = p[boff + c]. Subtracting the mean first
+ * keeps the precision that PyTorch CPU's x * alpha + (b - mean * alpha) loses when the mean is
+ * large against the spread. */
+__kernel void bn_forward_apply(__global float *y, __global const float *x,
+                               __global const float *keep, __global const float *stats, int soff,
+                               __global const float *p, int woff, int boff, int N, int C, int HW,
+                               int running, float eps) {
+    int id = get_global_id(0);
+    if (id >= N * C) return;
+    int c = id % C;
+    float mean, invstd;
+    if (running)
+        mean = stats[soff + c], invstd = 1.0f / sqrt(stats[soff + C + c] + eps);
+    else
+        mean = keep[c], invstd = keep[C + c];
+    float alpha = invstd * p[woff + c], beta = p[boff + c];
+    __global const float *xr = x + id * HW;
+    __global float *yr = y + id * HW;
+    int n16 = HW & ~15;
+    for (int i = 0; i < n16; i += 16)
+        vstore16((vload16(0, xr + i) - mean) * alpha + beta, 0, yr + i);
+    for (int i = n16; i < HW; i++)
+        yr[i] = (xr[i] - mean) * alpha + beta;
+}
+
+/* Chunk (g, c) of the gradient (one work-item each, g*C + c < G*C): part[c*G + g] = the sum
+ * of gy and part[(C + c)*G + g] = the sum of gy * (x - mean), mean = keep[c]. */
+__kernel void bn_backward_partial(__global float *part, __global const float *gy,
+                                  __global const float *x, __global const float *keep, int N, int C,
+                                  int HW, int S, int G) {
+    int id = get_global_id(0);
+    if (id >= G * C) return;
+    int g = id / C, c = id - g * C, n0 = g * S, n1 = min(n0 + S, N);
+    float mean = keep[c];
+    float16 acc = 0.0f, dacc = 0.0f;
+    float tail = 0.0f, dtail = 0.0f;
+    for (int n = n0; n < n1; n++) {
+        int off = (n * C + c) * HW;
+        bn_sum(&acc, &tail, gy + off, HW);
+        bn_sum_dot(&dacc, &dtail, gy + off, x + off, HW, mean);
+    }
+    part[c * G + g] = bn_hsum(acc, tail);
+    part[(C + c) * G + g] = bn_hsum(dacc, dtail);
+}
+
+/* Channel c (one work-item each): the bias gradient gb = sum gy and the weight gradient
+ * gw = invstd * sum gy * (x - mean) = sum gy * xhat, written (not added) at grads[boff + c] and
+ * grads[woff + c]; and, from coef + coff, the coefficients of the input gradient
+ * gx = coef[c] * (gy - coef[C + c] - (x - mean) * coef[2C + c]): w * invstd, gb / M and
+ * gw * invstd / M (M = N*HW, PyTorch's backward rearranged). */
+__kernel void bn_backward_reduce(__global float *grads, int woff, int boff, __global float *coef,
+                                 int coff, __global const float *part, __global const float *keep,
+                                 __global const float *p, int N, int C, int HW, int G) {
+    int c = get_global_id(0);
+    if (c >= C) return;
+    coef += coff;
+    float M = (float)(N * HW), invstd = keep[C + c];
+    float gb = bn_sum_partials(part + c * G, G);
+    float gw = bn_sum_partials(part + (C + c) * G, G) * invstd;
+    grads[woff + c] = gw;
+    grads[boff + c] = gb;
+    coef[c] = p[woff + c] * invstd;
+    coef[C + c] = gb / M;
+    coef[2 * C + c] = gw * invstd / M;
+}
+
+/* gx per plane (n, c) (one work-item each, < N*C) from the coefficients of
+ * bn_backward_reduce. */
+__kernel void bn_backward_apply(__global float *gx, __global const float *gy,
+                                __global const float *x, __global const float *keep,
+                                __global const float *coef, int coff, int N, int C, int HW) {
+    int id = get_global_id(0);
+    if (id >= N * C) return;
+    coef += coff;
+    int c = id % C;
+    float mean = keep[c], a = coef[c], gm = coef[C + c], k = coef[2 * C + c];
+    __global const float *gr = gy + id * HW, *xr = x + id * HW;
+    __global float *out = gx + id * HW;
+    int n16 = HW & ~15;
+    for (int i = 0; i < n16; i += 16) {
+        float16 d = vload16(0, xr + i) - mean;
+        vstore16(a * (vload16(0, gr + i) - gm - d * k), 0, out + i);
+    }
+    for (int i = n16; i < HW; i++)
+        out[i] = a * (gr[i] - gm - (xr[i] - mean) * k);
+}

@@ -1,0 +1,97 @@
+/* AvgPool2d (nn.AvgPool2d, floor mode, count_include_pad=True): a window mean over K*K and a
+ * backward that gathers, for each input, the windows that cover it (cl/avgpool2d.cl). */
+#include "layer.h"
+
+/* Spec syntax (docs/MODEL_SPEC.md): the arguments and rules of maxpool. */
+
+static clcnn_status avgpool2d_finish(const clcnn_spec_parser *p, const clcnn_layer_args *a,
+                                     clcnn_layer_desc *d) {
+    d->kernel = a->val[CLCNN_SLOT_KERNEL];
+    d->stride = clcnn_layer_arg(a, CLCNN_SLOT_STRIDE, d->kernel);
+    d->pad = clcnn_layer_arg(a, CLCNN_SLOT_PAD, 0);
+    /* PyTorch refuses this only when the layer first runs; catching it here points at the
+     * text instead. It also keeps every window's padded size K*K (the divisor). */
+    if (d->pad > d->kernel / 2)
+        return clcnn_spec_fail(p, a->col[CLCNN_SLOT_PAD],
+                               "avgpool pad %d is more than half the kernel %d (PyTorch requires "
+                               "pad <= kernel/2)",
+                               d->pad, d->kernel);
+    return CLCNN_SUCCESS;
+}
+
+static void avgpool2d_format(const clcnn_layer_desc *d, clcnn_spec_buf *b) {
+    clcnn_spec_append(b, "avgpool(%d,stride=%d", d->kernel, d->stride);
+    if (d->pad) clcnn_spec_append(b, ",pad=%d", d->pad);
+    clcnn_spec_append(b, ")");
+}
+
+const clcnn_layer_syntax clcnn_avgpool2d_syntax = {
+    .name = "avgpool",
+    .aliases = {"avgpool2d", "ap"},
+    .torch_name = "AvgPool2d",
+    .pos = {CLCNN_SLOT_KERNEL, CLCNN_SLOT_STRIDE, CLCNN_SLOT_PAD},
+    .npos = 3,
+    .nreq = 1,
+    .kw = CLCNN_SLOT_BIT(CLCNN_SLOT_STRIDE) | CLCNN_SLOT_BIT(CLCNN_SLOT_PAD),
+    .finish = avgpool2d_finish,
+    .format = avgpool2d_format,
+};
+
+static clcnn_status avgpool_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
+                                  const char *where) {
+    (void)pl;
+    return clcnn_window_shape(n, e, where);
+}
+
+/* y (N, C, OH, OW) = window sums of x (N, C, H, W) / (K*K). */
+static clcnn_status avgpool_forward(const clcnn_node *n, const clcnn_io *io) {
+    const clcnn_layer_desc *d = &n->d;
+    clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_avgpool_forward);
+    int NC = io->N * n->x.c, zero = 0;
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, io->y);
+    CLCNN_ARG(&a, zero);
+    CLCNN_ARG(&a, io->x[0]);
+    CLCNN_ARG(&a, zero);
+    CLCNN_ARG(&a, NC);
+    CLCNN_ARG(&a, n->x.h);
+    CLCNN_ARG(&a, n->x.w);
+    CLCNN_ARG(&a, d->kernel);
+    CLCNN_ARG(&a, d->stride);
+    CLCNN_ARG(&a, d->pad);
+    CLCNN_ARG(&a, n->y.h);
+    CLCNN_ARG(&a, n->y.w);
+    return clcnn_launch1d(io->ctx, k, &a, (size_t)NC * n->y.h * n->y.w);
+}
+
+/* gx (N, C, H, W) = sum of gy (N, C, OH, OW) / (K*K) over the windows holding each pixel
+ * (0 where none does: stride > K leaves gaps). */
+static clcnn_status avgpool_backward(const clcnn_node *n, const clcnn_io *io) {
+    const clcnn_layer_desc *d = &n->d;
+    if (!io->gx[0]) return CLCNN_SUCCESS;
+    clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_avgpool_backward);
+    int NC = io->N * n->x.c, zero = 0;
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, io->gx[0]);
+    CLCNN_ARG(&a, zero);
+    CLCNN_ARG(&a, io->gy);
+    CLCNN_ARG(&a, zero);
+    CLCNN_ARG(&a, NC);
+    CLCNN_ARG(&a, n->x.h);
+    CLCNN_ARG(&a, n->x.w);
+    CLCNN_ARG(&a, d->kernel);
+    CLCNN_ARG(&a, d->stride);
+    CLCNN_ARG(&a, d->pad);
+    CLCNN_ARG(&a, n->y.h);
+    CLCNN_ARG(&a, n->y.w);
+    return clcnn_launch1d(io->ctx, k, &a, (size_t)NC * n->x.h);
+}
+
+const clcnn_layer_ops clcnn_avgpool2d_ops = {
+    .syntax = &clcnn_avgpool2d_syntax,
+    .shape = avgpool_shape,
+    .algos = clcnn_algos_one,
+    .plan = clcnn_plan_rules_one,
+    .forward = avgpool_forward,
+    .backward = avgpool_backward,
+};

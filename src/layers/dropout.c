@@ -1,0 +1,80 @@
+/* Dropout (nn.Dropout(p)): in training, each element is zeroed with probability p and the rest
+ * scaled by 1/(1-p); in evaluation, the identity. The mask comes from a hash of the node's
+ * per-step seed (clcnn_io.seed) and the element's index, so it is never stored: the backward
+ * draws it again (cl/dropout.cl). */
+#include "layer.h"
+
+/* Spec syntax (docs/MODEL_SPEC.md): dropout or dropout(P), 0 <= P <= 1, default 0.5. */
+
+static clcnn_status dropout_finish(const clcnn_spec_parser *p, const clcnn_layer_args *a,
+                                   clcnn_layer_desc *d) {
+    (void)p;
+    d->p = clcnn_layer_real(a, CLCNN_SLOT_P, 0.5);
+    return CLCNN_SUCCESS;
+}
+
+static void dropout_format(const clcnn_layer_desc *d, clcnn_spec_buf *b) {
+    clcnn_spec_append(b, "dropout(");
+    clcnn_spec_append_real(b, d->p);
+    clcnn_spec_append(b, ")");
+}
+
+const clcnn_layer_syntax clcnn_dropout_syntax = {
+    .name = "dropout",
+    .torch_name = "Dropout",
+    .pos = {CLCNN_SLOT_P},
+    .npos = 1,
+    .nreq = 0,
+    .kw = CLCNN_SLOT_BIT(CLCNN_SLOT_P),
+    .finish = dropout_finish,
+    .format = dropout_format,
+};
+
+static clcnn_status dropout_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
+                                  const char *where) {
+    (void)pl, (void)e, (void)where;
+    n->y = n->x;
+    return CLCNN_SUCCESS;
+}
+
+/* out = in masked and scaled (training, p > 0), or a copy. The backward applies the same mask
+ * to the gradient: the seed has not changed since the forward. */
+static clcnn_status dropout_run(const clcnn_node *n, const clcnn_io *io, cl_mem out, cl_mem in) {
+    int count = io->N * n->x.c * n->x.h * n->x.w;
+    if (!io->training || n->d.p == 0.0) {
+        clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_copy_f32);
+        clcnn_args a = {k->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&a, out);
+        CLCNN_ARG(&a, in);
+        CLCNN_ARG(&a, count);
+        return clcnn_launch1d(io->ctx, k, &a, (size_t)count);
+    }
+    clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_dropout_forward);
+    float p = (float)n->d.p, scale = n->d.p < 1.0 ? (float)(1.0 / (1.0 - n->d.p)) : 0.0f;
+    cl_uint seed = io->seed;
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, out);
+    CLCNN_ARG(&a, in);
+    CLCNN_ARG(&a, count);
+    CLCNN_ARG(&a, seed);
+    CLCNN_ARG(&a, p);
+    CLCNN_ARG(&a, scale);
+    return clcnn_launch1d(io->ctx, k, &a, (size_t)count);
+}
+
+static clcnn_status dropout_forward(const clcnn_node *n, const clcnn_io *io) {
+    return dropout_run(n, io, io->y, io->x[0]);
+}
+
+static clcnn_status dropout_backward(const clcnn_node *n, const clcnn_io *io) {
+    return io->gx[0] ? dropout_run(n, io, io->gx[0], io->gy) : CLCNN_SUCCESS;
+}
+
+const clcnn_layer_ops clcnn_dropout_ops = {
+    .syntax = &clcnn_dropout_syntax,
+    .shape = dropout_shape,
+    .algos = clcnn_algos_one,
+    .plan = clcnn_plan_rules_one,
+    .forward = dropout_forward,
+    .backward = dropout_backward,
+};
