@@ -1,10 +1,13 @@
 /* Cross-entropy: per-sample losses and gradients, then their sum (src/loss.c). */
 
-/* Per-sample cross-entropy: loss[i] = logsumexp(z) - z[label]; correct[i] = argmax == label;
- * glogits = (softmax - onehot) * inv_n when want_grad. Max-shifted, so large logits are safe. */
+/* Per-sample cross-entropy with label smoothing (on = 1 - eps, off = eps / K, both 0 terms when
+ * eps is 0): loss[i] = on * (lse - z[label]) + off * sum_k (lse - z[k]), lse = logsumexp(z);
+ * correct[i] = argmax == label; glogits = (softmax - (on * onehot + off)) * inv_n when
+ * want_grad. Max-shifted, so large logits are safe. */
 __kernel void cross_entropy(__global float *loss, __global int *correct, __global float *glogits,
                             __global const float *z, int zoff, __global const uchar *labels,
-                            int N, int K, float inv_n, int want_grad) {
+                            int N, int K, float inv_n, int want_grad, int smooth, float on,
+                            float off) {
     int i = get_global_id(0);
     if (i >= N) return;
     __global const float *row = z + zoff + i * K;
@@ -16,9 +19,18 @@ __kernel void cross_entropy(__global float *loss, __global int *correct, __globa
     float s = 0.0f;
     for (int k = 0; k < K; k++) s += exp(row[k] - m);
     float lse = m + log(s);
-    loss[i] = lse - row[label];
+    if (smooth) {
+        float all = 0.0f;
+        for (int k = 0; k < K; k++) all += lse - row[k];
+        loss[i] = on * (lse - row[label]) + off * all;
+    } else {
+        loss[i] = lse - row[label];
+    }
     correct[i] = best == label;
-    if (want_grad)
+    if (want_grad && smooth)
+        for (int k = 0; k < K; k++)
+            glogits[i * K + k] = (exp(row[k] - lse) - ((k == label ? on : 0.0f) + off)) * inv_n;
+    else if (want_grad)
         for (int k = 0; k < K; k++)
             glogits[i * K + k] = (exp(row[k] - lse) - (k == label ? 1.0f : 0.0f)) * inv_n;
 }

@@ -235,7 +235,8 @@ typedef struct clcnn_model clcnn_model;
  * (clcnn_model_spec) is shorter than this too. */
 #define CLCNN_SPEC_MAX_LEN 65536
 
-/* Builds a model from a spec (see docs/MODEL_SPEC.md) or a preset name ("seed", "seed-relu")
+/* Builds a model from a spec (see docs/MODEL_SPEC.md) or a preset name ("seed", "seed-relu",
+ * "resnet")
  * for inputs of channels x height x width, initialised as PyTorch's defaults (kaiming-uniform
  * weights with a = sqrt(5), U(+-1/sqrt(fan_in)) biases) from `seed`: the same seed gives the
  * same weights on every device. The context must outlive the model. On failure *out still
@@ -267,8 +268,16 @@ int clcnn_model_output_size(const clcnn_model *model);
  * length the whole text needs; buf may be NULL when size is 0. */
 size_t clcnn_model_plan(const clcnn_model *model, int batch, char *buf, size_t size);
 
-/* Parameter tensors, in torch.nn.Sequential state_dict order ("0.weight", "0.bias", ...). */
+/* The state_dict's entries, in torch.nn.Sequential state_dict order ("0.weight", "0.bias",
+ * ..., "3.0.weight" inside a residual block): the parameters, and BatchNorm's buffers
+ * ("running_mean", "running_var", and "num_batches_tracked", a 0-dim tensor of one element
+ * that get/set_param carry as a float). Buffers are not trained: clcnn_model_get_grad fails on
+ * them. */
 int clcnn_model_param_count(const clcnn_model *model);
+
+/* 1 when entry i is a trained parameter (what model.parameters() yields), 0 for a buffer or an
+ * index out of range. */
+int clcnn_model_param_trained(const clcnn_model *model, int i);
 
 /* Name, shape (PyTorch layout, ndim <= 4) and element count of parameter tensor i. The name
  * stays valid for the model's lifetime. Any output pointer may be NULL. */
@@ -296,6 +305,9 @@ typedef struct clcnn_optimizer_options {
     double weight_decay; /* all */
     double beta1, beta2; /* Adam, AdamW */
     double eps;          /* Adam, AdamW */
+    /* 1: no weight decay on biases and BatchNorm weights and biases (two parameter groups, as
+     * PyTorch users write them); 0: weight decay on every parameter (default). */
+    int no_decay_bn_bias;
 } clcnn_optimizer_options;
 
 /* Fills *opts with PyTorch's defaults for `kind` (lr 0.01 for SGD, the tutorial's value;
@@ -305,6 +317,10 @@ void clcnn_optimizer_defaults(clcnn_optimizer_options *opts, clcnn_optimizer_kin
 /* The optimizer settings in use (after clcnn_model_set_optimizer, or as a loaded checkpoint
  * left them). */
 clcnn_status clcnn_model_get_optimizer(const clcnn_model *model, clcnn_optimizer_options *opts);
+
+/* Changes the learning rate of the optimizer in use and keeps its state (momentum, moments,
+ * step count): what a learning-rate scheduler does between steps. lr must be > 0 and finite. */
+clcnn_status clcnn_model_set_lr(clcnn_model *model, double lr);
 
 /* Sets the optimizer used by clcnn_model_train_batch and resets its state (momentum buffers,
  * moments, step count). Invalid values (lr <= 0, momentum < 0, betas outside [0,1), nesterov
@@ -398,6 +414,49 @@ clcnn_status clcnn_dataset_set_epoch(clcnn_dataset *ds, uint64_t seed, int64_t e
  * device. Does not wait for the result (clcnn_model_last_loss does). */
 clcnn_status clcnn_model_train_dataset(clcnn_model *model, clcnn_dataset *ds, int first, int n);
 
+/* Learning-rate schedules, stepped after every batch as PyTorch's schedulers are. */
+typedef enum clcnn_schedule_kind {
+    CLCNN_SCHEDULE_CONSTANT = 0, /* the optimizer's lr throughout */
+    CLCNN_SCHEDULE_COSINE = 1,   /* CosineAnnealingLR(T_max = total_steps, eta_min = 0) */
+    /* OneCycleLR(max_lr = lr, total_steps, pct_start, anneal_strategy='cos', div_factor=25,
+     * final_div_factor=1e4, cycle_momentum=False) */
+    CLCNN_SCHEDULE_ONECYCLE = 2
+} clcnn_schedule_kind;
+
+/* The learning rate of 0-based global step `step` (the batch that follows `step` calls of
+ * scheduler.step()): `lr` is the base lr (cosine) or max_lr (onecycle) and total_steps the
+ * schedule's length; pct_start matters to onecycle only. Computed in double as PyTorch 1.13
+ * computes it: onecycle to the bit, cosine in closed form, which PyTorch's step-by-step
+ * recursion matches to a few ulps per step. CONSTANT returns lr. NaN where PyTorch raises
+ * (onecycle past total_steps, a phase of zero length) or for invalid arguments (lr <= 0,
+ * total_steps <= 0, pct_start outside [0, 1], step < 0). */
+double clcnn_schedule_lr(clcnn_schedule_kind kind, double lr, int64_t step, int64_t total_steps,
+                         double pct_start);
+
+/* "constant", "cosine", "onecycle"; "unknown" for any other value. Never NULL. */
+const char *clcnn_schedule_name(clcnn_schedule_kind kind);
+
+/* The kind named "constant", "cosine" or "onecycle"; -1 when unknown or NULL. */
+int clcnn_schedule_parse(const char *name);
+
+/* The loss as nn.CrossEntropyLoss(label_smoothing=eps) computes it, in training and in every
+ * loss a model reports (evaluation included): (1-eps) * NLL + eps * the mean over classes of
+ * -log_softmax. 0 <= eps <= 1; a new model has 0. */
+clcnn_status clcnn_model_set_label_smoothing(clcnn_model *model, double eps);
+
+/* The random augmentation of training sample `sample` (its index in the data set) in epoch
+ * `epoch` of a run seeded with `seed`, as the training loop applies it: torchvision's
+ * RandomCrop(size, padding=random_crop) then RandomHorizontalFlip(0.5), before scaling and
+ * normalisation. *dy, *dx receive the crop's top-left corner in the zero-padded image (each in
+ * 0 .. 2*random_crop; random_crop 0: both 0) and *flip 1 when the crop is mirrored (always 0
+ * without hflip). A counter-based hash of (seed, epoch, sample) picks them: the same on every
+ * call and device, so a resumed run sees the same samples. Any output may be NULL. */
+void clcnn_augment_sample(uint64_t seed, int64_t epoch, int sample, int random_crop, int hflip,
+                          int *dy, int *dx, int *flip);
+
+/* The largest random_crop padding the training loop accepts. */
+#define CLCNN_MAX_CROP 4096
+
 /* Progress callback: called with the 1-based batch number within the epoch, the epoch's batch
  * count and that batch's loss (reading it waits for the device). Return non-zero to stop the
  * epoch early (the call then returns CLCNN_SUCCESS with *batches_done telling how far it
@@ -435,10 +494,25 @@ typedef struct clcnn_train_options {
      * limit. May be NULL. */
     clcnn_batch_hook hook;
     void *hook_user; /* passed to hook */
+    /* The learning-rate schedule (default CONSTANT: the optimizer's lr is left as it is).
+     * Otherwise the optimizer's lr is set to clcnn_schedule_lr(schedule, lr, step, total_steps,
+     * pct_start) before each batch, `step` being global_step plus the batches this call took
+     * before it; set lr, total_steps (e.g. epochs * batches per epoch) and pct_start (default
+     * 0.3) for it. */
+    clcnn_schedule_kind schedule;
+    double lr;
+    int64_t total_steps;
+    double pct_start;
+    /* Augmentation of training batches (clcnn_augment_sample, with this seed and epoch):
+     * random_crop P > 0 pads P zero pixels on each side and crops back at a random offset;
+     * hflip 1 mirrors half the samples. Default 0: none. Evaluation is never augmented. */
+    int random_crop;
+    int hflip;
 } clcnn_train_options;
 
 /* The defaults above: batch 64, shuffled with seed 1, epoch 0 from its first batch, progress
- * every 100 steps, no callbacks. */
+ * every 100 steps, no callbacks, a constant lr (pct_start 0.3 should a schedule be chosen), no
+ * augmentation. */
 void clcnn_train_options_defaults(clcnn_train_options *opts);
 
 /* One epoch over a data set as `opts` says: clcnn_dataset_set_epoch(ds, seed, epoch, shuffle),
@@ -456,8 +530,9 @@ clcnn_status clcnn_model_train_epoch(clcnn_model *model, clcnn_dataset *ds, int 
                                      uint64_t seed, int64_t epoch, int shuffle, int every,
                                      clcnn_progress_fn fn, void *user, int64_t *batches_done);
 
-/* Evaluates the whole data set in file order, in batches of batch_size: mean cross-entropy
- * over all samples and the number of correct predictions. Waits. */
+/* Evaluates the whole data set in file order, in batches of batch_size, without augmentation:
+ * mean cross-entropy (with the model's label smoothing) over all samples and the number of
+ * correct predictions. Waits. */
 clcnn_status clcnn_model_evaluate(clcnn_model *model, clcnn_dataset *ds, int batch_size,
                                   double *mean_loss, int *correct);
 
@@ -514,6 +589,18 @@ typedef struct clcnn_checkpoint_info_v2 {
     int64_t batch_in_epoch;
     uint64_t seed;
     int64_t batch_size; /* samples per step; 0 when not recorded */
+    /* The training settings a resumed run must continue with, saved as given: the
+     * learning-rate schedule, its base (or max) lr, length and pct_start, label smoothing and
+     * augmentation. A checkpoint written before they were recorded reads as a constant
+     * schedule with pct_start 0.3 and every other field 0. The lr of the last step taken is
+     * the optimizer's (clcnn_model_get_optimizer). */
+    clcnn_schedule_kind schedule;
+    double schedule_lr;
+    int64_t total_steps;
+    double pct_start;
+    double label_smoothing;
+    int random_crop;
+    int hflip;
 } clcnn_checkpoint_info_v2;
 
 /* As clcnn_model_save_checkpoint / clcnn_model_load_checkpoint, with the batch size. */

@@ -3,11 +3,16 @@
 
 clcnn_status clcnn_cross_entropy(clcnn_context *ctx, cl_mem loss, cl_mem correct, cl_mem glogits,
                                  cl_mem logits, int zoff, cl_mem labels, int N, int K, cl_mem acc,
-                                 cl_mem acc_correct, float divisor, int accumulate) {
+                                 cl_mem acc_correct, float divisor, int accumulate,
+                                 double smoothing) {
     clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_cross_entropy);
     clcnn_kern *r = clcnn_kernel(ctx, CLCNN_K_loss_reduce);
     int want_grad = glogits != NULL;
     float inv_n = 1.0f / (float)N;
+    /* PyTorch's (1 - label_smoothing) and label_smoothing / n_classes: doubles, then fp32
+     * scalars against fp32 tensors. 0 keeps the plain kernel path, bit for bit. */
+    int smooth = smoothing > 0;
+    float on = (float)(1.0 - smoothing), off = (float)(smoothing / K);
     cl_mem g = glogits ? glogits : loss; /* any valid buffer: the kernel does not touch it */
     clcnn_status st;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
@@ -21,6 +26,9 @@ clcnn_status clcnn_cross_entropy(clcnn_context *ctx, cl_mem loss, cl_mem correct
     CLCNN_ARG(&a, K);
     CLCNN_ARG(&a, inv_n);
     CLCNN_ARG(&a, want_grad);
+    CLCNN_ARG(&a, smooth);
+    CLCNN_ARG(&a, on);
+    CLCNN_ARG(&a, off);
     if ((st = clcnn_launch1d(ctx, k, &a, (size_t)N))) return st;
     clcnn_args b = {r->k, 0, CL_SUCCESS};
     CLCNN_ARG(&b, acc);

@@ -1,14 +1,51 @@
-/* The training loop: batches gathered on the device from a data set, epochs in the order that
- * (seed, epoch) fixes (resumable at any batch), progress and per-batch hooks, and evaluation. */
+/* The training loop: batches gathered (and augmented) on the device from a data set, epochs in
+ * the order that (seed, epoch) fixes (resumable at any batch), the learning-rate schedule,
+ * progress and per-batch hooks, and evaluation. */
 #include <math.h>
 #include <string.h>
 
 #include "data/device_dataset.h"
 #include "model.h"
+#include "schedule.h"
+
+/* ---- augmentation -------------------------------------------------------------------------- */
+
+/* splitmix64's finaliser, as cl/data.cl's aug_mix. */
+static uint64_t aug_mix(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The key of an epoch's augmentation: every sample's draw is a hash of it and the sample. The
+ * constant ("AUGMENT1") keeps these draws apart from other uses of the seed. */
+static uint64_t aug_key(uint64_t seed, int64_t epoch) {
+    return aug_mix(seed ^ aug_mix((uint64_t)epoch ^ 0x41554741454E5431ull));
+}
+
+void clcnn_augment_sample(uint64_t seed, int64_t epoch, int sample, int random_crop, int hflip,
+                          int *dy, int *dx, int *flip) {
+    uint64_t h = aug_mix(aug_key(seed, epoch) ^ ((uint64_t)sample * 0xD1B54A32D192ED03ull));
+    uint32_t span = random_crop > 0 ? (uint32_t)(2 * random_crop + 1) : 1;
+    if (dy) *dy = (int)((uint32_t)h % span);
+    if (dx) *dx = (int)((uint32_t)((h >> 32) & 0x7FFFFFFFu) % span);
+    if (flip) *flip = hflip ? (int)(h >> 63) : 0;
+}
+
+/* What a batch's gather does beyond copying: the epoch key and the crop padding and flip
+ * (none: all 0, as evaluation stages). */
+typedef struct augment {
+    uint64_t key;
+    int pad, hflip;
+} augment;
+
+/* ---- the loop ------------------------------------------------------------------------------ */
 
 /* Gathers samples [first, first+n) (through the epoch's order when use_order) into the model's
- * input and label buffers. */
-static clcnn_status stage(clcnn_model *m, clcnn_dataset *ds, int first, int n, int use_order) {
+ * input and label buffers, augmented as aug says. */
+static clcnn_status stage(clcnn_model *m, clcnn_dataset *ds, int first, int n, int use_order,
+                          augment aug) {
     clcnn_status st;
     if (!m || !ds) return CLCNN_ERR_INVALID_ARGUMENT;
     if (ds->ctx != m->ctx)
@@ -29,6 +66,7 @@ static clcnn_status stage(clcnn_model *m, clcnn_dataset *ds, int first, int n, i
     if ((st = clcnn_model_reserve(m, n))) return st;
     clcnn_kern *k = clcnn_kernel(m->ctx, CLCNN_K_gather_batch);
     int hw = ds->h * ds->w;
+    cl_ulong key = aug.key;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, m->act[0]);
     CLCNN_ARG(&a, m->labels);
@@ -39,15 +77,21 @@ static clcnn_status stage(clcnn_model *m, clcnn_dataset *ds, int first, int n, i
     CLCNN_ARG(&a, first);
     CLCNN_ARG(&a, n);
     CLCNN_ARG(&a, ds->c);
-    CLCNN_ARG(&a, hw);
+    CLCNN_ARG(&a, ds->h);
+    CLCNN_ARG(&a, ds->w);
     CLCNN_ARG(&a, ds->norm);
+    CLCNN_ARG(&a, key);
+    CLCNN_ARG(&a, aug.pad);
+    CLCNN_ARG(&a, aug.hflip);
     st = clcnn_launch1d(m->ctx, k, &a, (size_t)n * ds->c * hw);
     if (st) m->err = m->ctx->err;
     return st;
 }
 
+static const augment no_augment = {0, 0, 0};
+
 clcnn_status clcnn_model_train_dataset(clcnn_model *m, clcnn_dataset *ds, int first, int n) {
-    clcnn_status st = stage(m, ds, first, n, 1);
+    clcnn_status st = stage(m, ds, first, n, 1, no_augment);
     if (st) return st;
     return clcnn_model_train_staged(m, n);
 }
@@ -60,7 +104,7 @@ clcnn_status clcnn_model_evaluate(clcnn_model *m, clcnn_dataset *ds, int batch_s
         return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "batch size %d", batch_size);
     for (int first = 0; first < ds->n; first += batch_size) {
         int n = ds->n - first < batch_size ? ds->n - first : batch_size;
-        if ((st = stage(m, ds, first, n, 0))) return st;
+        if ((st = stage(m, ds, first, n, 0, no_augment))) return st;
         if ((st = clcnn_model_forward(m, n))) return st;
         if ((st = clcnn_model_loss(m, n, 0, 1, first > 0))) return st;
     }
@@ -80,6 +124,16 @@ void clcnn_train_options_defaults(clcnn_train_options *o) {
     o->shuffle = 1;
     o->seed = 1;
     o->every = 100;
+    o->pct_start = 0.3;
+}
+
+clcnn_status clcnn_model_set_label_smoothing(clcnn_model *m, double eps) {
+    if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
+    if (!(eps >= 0 && eps <= 1))
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+                          "label smoothing %g is outside [0, 1]", eps);
+    m->label_smoothing = eps;
+    return CLCNN_SUCCESS;
 }
 
 /* Batches in an epoch of n samples: the last one partial, or dropped with drop_last. */
@@ -98,6 +152,25 @@ static clcnn_status check_options(clcnn_model *m, const clcnn_dataset *ds,
         return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
                           "start batch %lld (of %lld) and global step %lld: out of range",
                           (long long)o->start_batch, (long long)nb, (long long)o->global_step);
+    if (o->random_crop < 0 || o->random_crop > CLCNN_MAX_CROP || o->hflip < 0 || o->hflip > 1)
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+                          "random crop %d (0..%d) and hflip %d (0 or 1): out of range",
+                          o->random_crop, CLCNN_MAX_CROP, o->hflip);
+    return clcnn_schedule_check(o->schedule, o->lr, o->total_steps, o->pct_start, &m->err);
+}
+
+/* Sets the optimizer's lr for global step `step` as the schedule says (a constant schedule
+ * leaves it alone). */
+static clcnn_status schedule_step(clcnn_model *m, const clcnn_train_options *o, int64_t step) {
+    if (o->schedule == CLCNN_SCHEDULE_CONSTANT) return CLCNN_SUCCESS;
+    double lr = clcnn_schedule_lr(o->schedule, o->lr, step, o->total_steps, o->pct_start);
+    if (!(lr >= 0) || !isfinite(lr))
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+                          "the %s schedule has no learning rate for step %lld (total steps %lld, "
+                          "pct_start %g)",
+                          clcnn_schedule_name(o->schedule), (long long)step,
+                          (long long)o->total_steps, o->pct_start);
+    m->opt.lr = lr;
     return CLCNN_SUCCESS;
 }
 
@@ -129,13 +202,17 @@ static clcnn_status run_epoch(clcnn_model *m, clcnn_dataset *ds, const clcnn_tra
         return st;
     }
     int64_t nb = epoch_batches(ds->n, o);
+    augment aug = {aug_key(o->seed, o->epoch), o->random_crop, o->hflip};
     for (int64_t b = o->start_batch; b < nb && !stop; b++) {
         int first = (int)(b * o->batch_size);
         int n = ds->n - first < o->batch_size ? ds->n - first : o->batch_size;
+        int64_t steps = o->global_step + (b - o->start_batch);
         if (o->hook && o->hook(o->hook_user, o->epoch, b, first, n)) break;
-        if ((st = clcnn_model_train_dataset(m, ds, first, n))) return st;
+        if ((st = schedule_step(m, o, steps))) return st;
+        if ((st = stage(m, ds, first, n, 1, aug))) return st;
+        if ((st = clcnn_model_train_staged(m, n))) return st;
         *done = b + 1;
-        int64_t steps = o->global_step + (b + 1 - o->start_batch);
+        steps++;
         if (o->progress && (steps % o->every == 0 || (last_too && b + 1 == nb)) &&
             (st = report(m, o, b, nb, &stop)))
             return st;

@@ -189,10 +189,27 @@ static void check_resume_mid_epoch(clcnn_context *ctx, const char *dir) {
     CHECK(done == 3 && s.calls == 4 && lb.calls == 3);
     CHECK(memcmp(la.loss, lb.loss, 3 * sizeof(float)) == 0);
     snprintf(path, sizeof path, "%s/mid.safetensors", dir);
-    clcnn_checkpoint_info_v2 info = {2, 3, 3, 5, 20}, back = {0, 0, 0, 0, 0};
+    clcnn_checkpoint_info_v2 info = {.epoch = 2,
+                                     .step = 3,
+                                     .batch_in_epoch = 3,
+                                     .seed = 5,
+                                     .batch_size = 20,
+                                     .schedule = CLCNN_SCHEDULE_ONECYCLE,
+                                     .schedule_lr = 0.3,
+                                     .total_steps = 17,
+                                     .pct_start = 0.25,
+                                     .label_smoothing = 0.1,
+                                     .random_crop = 4,
+                                     .hflip = 1},
+                             back = {0};
     CHECK(clcnn_model_save_checkpoint_v2(b, path, &info) == CLCNN_SUCCESS);
     CHECK(clcnn_model_create(&c, ctx, clcnn_model_spec(b), C, H, W, 99) == CLCNN_SUCCESS);
     CHECK(clcnn_model_load_checkpoint_v2(c, path, &back) == CLCNN_SUCCESS);
+    CHECK(back.epoch == 2 && back.step == 3 && back.batch_in_epoch == 3 && back.seed == 5 &&
+          back.batch_size == 20);
+    CHECK(back.schedule == CLCNN_SCHEDULE_ONECYCLE && back.schedule_lr == 0.3 &&
+          back.total_steps == 17 && back.pct_start == 0.25 && back.label_smoothing == 0.1 &&
+          back.random_crop == 4 && back.hflip == 1);
     /* every 2 counted from the checkpoint's step 3: after batches 4 (step 4) but not 5. */
     o.epoch = back.epoch, o.start_batch = back.batch_in_epoch, o.global_step = back.step;
     o.every = 2, o.user = &lc, o.hook = NULL, o.hook_user = NULL;

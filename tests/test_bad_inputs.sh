@@ -104,6 +104,16 @@ nesterov-no-momentum|--nesterov needs --momentum|--nesterov
 momentum-adam|--momentum and --nesterov apply to --optimizer sgd only|--optimizer adam --momentum 0.9
 init-and-resume|--init and --resume exclude each other|--init a --resume b
 eval-only-no-weights|--eval-only needs weights|--eval-only
+label-smoothing-range|--label-smoothing: 1.5 is not in [0, 1]|--label-smoothing 1.5
+label-smoothing-word|--label-smoothing: 'x' is not a number|--label-smoothing x
+label-smoothing-negative|--label-smoothing: -0.1 must not be negative|--label-smoothing -0.1
+schedule-unknown|--schedule: 'linear' is not constant, cosine or onecycle|--schedule linear
+schedule-missing|--schedule needs a value|--schedule
+pct-start-range|--pct-start: 2 is not in [0, 1]|--schedule onecycle --pct-start 2
+pct-start-constant|--pct-start applies to --schedule onecycle only|--pct-start 0.5
+random-crop-negative|--random-crop: '-1' is not an integer in [0, 4096]|--random-crop -1
+random-crop-word|--random-crop: 'x' is not an integer|--random-crop x
+random-crop-huge|--random-crop: '5000' is not an integer in [0, 4096]|--random-crop 5000
 EOF
 
 if ! "$bin" --list-devices >/dev/null 2>&1; then
@@ -163,6 +173,16 @@ stray-paren|unexpected ')'|conv(4,3)) relu
 trailing-comma|expected a layer after ','|conv(4,3),
 repeat-too-many|repeat count '65' is too large|65*(relu) flatten linear(10)
 nest-too-deep|nest deeper than 8|9*(2*(2*(2*(2*(2*(2*(2*(2*(relu))))))))) flatten linear(10)
+res-shape|residual block at layer 1 (res, column 11): its body turns 4 x 30 x 30 into 8 x 30 x 30|conv(4,3) res(conv(8,3,pad=1) relu) flatten linear(10)
+res-empty|empty res block|conv(4,3) res() flatten linear(10)
+bn-eps-zero|eps must be greater than 0, got '0'|conv(4,3) bn(eps=0) flatten linear(10)
+bn-momentum|momentum must be in [0, 1], got '2'|conv(4,3) bn(momentum=2) flatten linear(10)
+bn-positional|bn takes no positional arguments (it takes eps, momentum by keyword)|conv(4,3) bn(0.1) flatten linear(10)
+dropout-1.5|p must be in [0, 1], got '1.5'|conv(4,3) dropout(1.5) flatten linear(10)
+avgpool-zero|kernel must be in 1..64, got 0|conv(4,3) avgpool(0) flatten linear(10)
+gelu-args|gelu takes no arguments|conv(4,3) gelu(1) flatten linear(10)
+scale-word|factor expects a number, got 'half'|conv(4,3) scale(half) flatten linear(10)
+bn-unknown-arg|bn has no keyword 'affine'|conv(4,3) bn(affine=0) flatten linear(10)
 huge-out|out '99999999' is too large|conv(99999999,3)
 kernel-too-big|kernel 40 is larger than its 32 x 32 input|conv(4,40) flatten linear(10)
 pool-too-big|kernel 64 is larger than its 32 x 32 input|maxpool(64) flatten linear(10)
@@ -230,7 +250,7 @@ done <<'EOF'
 empty|shorter than the 8-byte header length|shorter than the 8-byte header length
 short|file is 5 bytes|file is 5 bytes
 torn|is beyond the|is beyond the
-hdrlen_beyond|header length 42032 exceeds the 42024 bytes|header length 42032 exceeds
+hdrlen_beyond|header length 42200 exceeds the 42192 bytes|header length 42200 exceeds
 hdrlen_huge|header length 18446744073709551615 exceeds|header length 18446744073709551615
 json_malformed|malformed JSON header at file offset|malformed JSON header
 json_truncated|malformed JSON header|malformed JSON header
@@ -298,6 +318,21 @@ run_case "resume --momentum" - "--momentum 0.5 conflicts with the checkpoint's 0
     --resume "$gk" --momentum 0.5
 run_case "resume --weight-decay" - "--weight-decay 0.001 conflicts with the checkpoint's 0" \
     "${base[@]}" --resume "$gk" --weight-decay 0.001
+# The schedule, label smoothing, augmentation and decay exclusions are the checkpoint's too.
+run_case "resume --schedule" - "--schedule cosine conflicts with the checkpoint's constant" \
+    "${base[@]}" --resume "$gk" --schedule cosine
+run_case "resume --label-smoothing" - "--label-smoothing 0.1 conflicts with the checkpoint's 0" \
+    "${base[@]}" --resume "$gk" --label-smoothing 0.1
+run_case "resume --random-crop" - "--random-crop 4 conflicts with the checkpoint's 0" \
+    "${base[@]}" --resume "$gk" --random-crop 4
+run_case "resume --hflip" - "--hflip on conflicts with the checkpoint's off" "${base[@]}" \
+    --resume "$gk" --hflip
+run_case "resume --no-decay-bn-bias" - "--no-decay-bn-bias on conflicts with the checkpoint's off" \
+    "${base[@]}" --resume "$gk" --no-decay-bn-bias
+# A onecycle schedule whose rising phase has no steps (pct_start 0.5 of 2 steps), which PyTorch
+# refuses too, is refused before anything is written.
+run_case "onecycle empty phase" - "leaves a phase of no steps" "${base[@]}" --epochs 1 \
+    --batch-size 48 --schedule onecycle --pct-start 0.5
 # Stopped after 3 of 6 batches: the rest of that epoch is counted in batches of 16.
 "$bin" "${good[@]}" --epochs 2 --momentum 0.9 --max-steps 3 --save-dir "$work/mid" \
     >"$work/mid.out" 2>&1

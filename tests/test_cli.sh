@@ -11,6 +11,10 @@ export CLCNN_CACHE_DIR=${CLCNN_CACHE_DIR:-$(mktemp -d)}
 unset CLCNN_VISIBLE_DEVICES
 
 "$bin" --help | grep -q -- '--list-devices'; check help $? "--help lacks --list-devices"
+for f in --label-smoothing --schedule --pct-start --random-crop --hflip --no-decay-bn-bias \
+    --no-recipe '^Recipes:' '^  resnet  *--schedule'; do
+    "$bin" --help | grep -q -- "$f"; check "help $f" $? "--help lacks $f"
+done
 "$bin" --version | grep -q '^clcnn [0-9]'; check version $? "--version lacks 'clcnn X'"
 "$bin" --version | grep -q '^CLBlast '; check version-blas $? "--version lacks CLBlast"
 

@@ -2,7 +2,8 @@
 # End to end through the CLI on a tiny CIFAR-10-format data set written here: two epochs with
 # log lines, JSONL metrics, two checkpoints and a TensorBoard file; a run stopped after epoch 1
 # (and one stopped mid-epoch by --max-steps) and resumed must end bit for bit where the
-# uninterrupted run ended; --eval-only reproduces the last evaluation; bad inputs fail cleanly.
+# uninterrupted run ended, with a onecycle schedule, label smoothing and augmentation too;
+# --eval-only reproduces the last evaluation; bad inputs fail cleanly.
 set -u
 bin=$1
 src=$(cd "$(dirname "$0")" && pwd)
@@ -27,7 +28,7 @@ grep -q '^epoch 2: test loss [0-9.]*, test accuracy [0-9.]* ([0-9]*/100)$' "$wor
 check "eval line" $? "$(tail -5 "$work/A.out")"
 [ "$(grep -c '"type":"train"' "$work/A.jsonl")" = 4 ] && [ "$(grep -c '"type":"eval"' "$work/A.jsonl")" = 2 ]
 check "jsonl records" $? "$(cat "$work/A.jsonl")"
-grep -q '^{"type":"train","epoch":1,"step":5,"loss":[0-9.e-]*,"elapsed_s":[0-9.]*,"images_per_s":[0-9.]*}$' "$work/A.jsonl"
+grep -q '^{"type":"train","epoch":1,"step":5,"loss":[0-9.e-]*,"lr":0.05,"elapsed_s":[0-9.]*,"images_per_s":[0-9.]*}$' "$work/A.jsonl"
 check "jsonl train format" $? "$(head -1 "$work/A.jsonl")"
 grep -q '^{"type":"eval","epoch":2,"step":20,"test_loss":[0-9.e-]*,"test_accuracy":[0-9.e-]*}$' "$work/A.jsonl"
 check "jsonl eval format" $? "$(tail -1 "$work/A.jsonl")"
@@ -49,6 +50,7 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     if r["type"] == "train":
         out.append("train_loss:%d:%r" % (r["step"], r["loss"]))
+        out.append("learning_rate:%d:%r" % (r["step"], r["lr"]))
     else:
         out.append("test_loss:%d:%r" % (r["epoch"], r["test_loss"]))
         out.append("test_accuracy:%d:%r" % (r["epoch"], r["test_accuracy"]))
@@ -88,6 +90,36 @@ check "run C resume" $? "$(cat "$work/C2.out")"
 cmp -s "$work/A/model/epoch_2.safetensors" "$work/C/model/epoch_2.safetensors"
 check "mid-epoch resume identical" $? "A and C epoch_2 differ"
 
+# D: a net with BatchNorm (running statistics, num_batches_tracked), dropout, a residual block
+# and GELU, a onecycle schedule, label smoothing, random crops and flips, stopped mid-epoch 2
+# and resumed with no options but the data: the checkpoint brings them all back (the spec,
+# --epochs from the schedule's length) and the run ends identical to the uninterrupted one. Every logged lr is the
+# schedule's (OneCycleLR(max_lr 0.05, 20 steps, pct_start 0.3), checked against PyTorch in
+# test_schedule_torch), taken at the step before the logged one.
+extra=(--schedule onecycle --label-smoothing 0.1 --random-crop 2 --hflip --no-decay-bn-bias
+    --weight-decay 0.001 --no-tensorboard --model "conv(8,3,pad=1,bias=0) bn relu maxpool(2)
+    res(conv(8,3,pad=1,bias=0) bn gelu dropout(0.2)) globalavgpool flatten dropout(0.1) linear(10)")
+"$bin" "${common[@]}" "${extra[@]}" --epochs 2 --metrics "$work/D.jsonl" --save-dir "$work/D/model" \
+    >"$work/D.out" 2>&1
+check "run D" $? "$(cat "$work/D.out")"
+grep -q '^schedule: onecycle (max lr 0.05, pct_start 0.3, 20 steps), label smoothing 0.1, augmentation: random crop 2, horizontal flip$' "$work/D.out"
+check "D settings line" $? "$(head -8 "$work/D.out")"
+lrs=$(sed -n 's/.*"step":\([0-9]*\),"loss":[0-9.e-]*,"lr":\([0-9.e-]*\).*/\1:\2/p' "$work/D.jsonl" | tr '\n' ' ')
+[ "$lrs" = "5:0.0454164079 10:0.0405872827 15:0.0141530499 20:2e-07 " ]; check "D lr per step" $? "$lrs"
+! diff -q <(strip "$work/A.jsonl") <(strip "$work/D.jsonl") >/dev/null
+check "D differs from A" $? "the schedule, smoothing and augmentation changed nothing"
+"$bin" "${common[@]}" "${extra[@]}" --epochs 2 --max-steps 13 --save-dir "$work/D2/model" \
+    >"$work/D1.out" 2>&1
+check "run D max-steps" $? "$(cat "$work/D1.out")"
+"$bin" --data "$work/data" --save-dir "$work/D2/model" --no-tensorboard \
+    --resume "$work/D2/model/epoch_2.safetensors" >"$work/D2.out" 2>&1
+check "run D resume" $? "$(cat "$work/D2.out")"
+grep -q '^schedule: onecycle (max lr 0.05, pct_start 0.3, 20 steps), label smoothing 0.1' "$work/D2.out"
+check "D resume settings" $? "$(head -8 "$work/D2.out")"
+cmp -s "$work/D/model/epoch_2.safetensors" "$work/D2/model/epoch_2.safetensors" &&
+    cmp -s "$work/D/model/epoch_2.state.safetensors" "$work/D2/model/epoch_2.state.safetensors"
+check "D mid-epoch resume identical" $? "D and D2 epoch_2 differ"
+
 # --eval-only reproduces A's last evaluation; --init loads plain weights.
 "$bin" --data "$work/data" --batch-size 32 --eval-only --resume "$work/A/model/epoch_2.safetensors" \
     >"$work/E.out" 2>&1
@@ -126,6 +158,11 @@ done <<EOF2
 --data "$work/data" --batch-size 0|--batch-size
 --data "$work/data" --lr -1|--lr
 --data "$work/data" --optimizer rmsprop|--optimizer
+--data "$work/data" --schedule linear|--schedule
+--data "$work/data" --resume "$work/D2/model/epoch_2.safetensors" --schedule cosine --save-dir "$work/A/model"|--schedule cosine conflicts
+--data "$work/data" --resume "$work/D/model/epoch_1.safetensors" --epochs 3 --save-dir "$work/A/model"|spans 20 steps
+--data "$work/data" --resume "$work/D/model/epoch_1.safetensors" --batch-size 16 --save-dir "$work/A/model"|--batch-size 16 changes
+--data "$work/data" --resume "$work/D/model/epoch_1.safetensors" --label-smoothing 0 --save-dir "$work/A/model"|--label-smoothing 0 conflicts
 --data "$work/data" --save-dir /proc/clcnn-cannot-write|--save-dir
 --data "$work/data" --dataset mnist --save-dir "$work/A/model"|no train-images-idx3-ubyte
 EOF2

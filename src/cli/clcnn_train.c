@@ -24,13 +24,50 @@ typedef struct cli_options {
     const char *data, *dataset, *model, *logdir, *save_dir, *metrics, *init, *resume;
     const char *normalize;
     int model_given, seed_given, lr_given, optimizer_given, momentum_given, wd_given;
-    int betas_given, eps_given, batch_given;
+    int betas_given, eps_given, batch_given, epochs_given, schedule_given, pct_given;
+    int smoothing_given, crop_given, hflip_given, no_decay_given, nesterov_given;
     long epochs, batch_size, log_every, max_steps;
-    double lr, momentum, weight_decay, beta1, beta2, eps;
-    int nesterov, no_shuffle, eval_only, no_tensorboard, plan;
+    double lr, momentum, weight_decay, beta1, beta2, eps, label_smoothing, pct_start;
+    int nesterov, no_shuffle, eval_only, no_tensorboard, plan, no_recipe;
+    int random_crop, hflip, no_decay_bn_bias;
     clcnn_optimizer_kind optimizer;
+    clcnn_schedule_kind schedule;
     uint64_t seed;
+    int64_t total_steps;         /* the schedule's length: epochs * batches per epoch */
+    const struct recipe *recipe; /* the --model preset's recipe in force, or NULL */
+    char recipe_used[512];       /* the recipe's values that apply, as options */
 } cli_options;
+
+/* Preset recipes: the defaults a --model preset brings for the options the command line leaves
+ * out (--no-recipe turns them off). One row per preset; --help lists them. The optimizer
+ * settings (lr, momentum, nesterov, weight decay) are SGD's: they apply unless --optimizer
+ * names another. */
+typedef struct recipe {
+    const char *model;
+    clcnn_schedule_kind schedule;
+    double lr, momentum, weight_decay, label_smoothing, pct_start;
+    int nesterov, no_decay_bn_bias, random_crop, hflip;
+    long batch_size, epochs;
+    const char *normalize; /* NULL: none */
+} recipe;
+
+static const recipe recipes[] = {
+    /* Residual network on Fashion-MNIST (1x28x28; --normalize is its mean and std). */
+    {.model = "resnet",
+     .schedule = CLCNN_SCHEDULE_ONECYCLE,
+     .pct_start = 0.25,
+     .lr = 0.2,
+     .momentum = 0.9,
+     .nesterov = 1,
+     .weight_decay = 5e-4,
+     .no_decay_bn_bias = 1,
+     .label_smoothing = 0.1,
+     .random_crop = 2,
+     .hflip = 1,
+     .batch_size = 256,
+     .epochs = 10,
+     .normalize = "0.2860,0.3530"},
+};
 
 static const char usage_text[] =
     "Usage: clcnn_train [options]\n"
@@ -56,7 +93,8 @@ static const char usage_text[] =
     "  --no-shuffle          keep file order (default: reshuffle every epoch from --seed)\n"
     "\n"
     "Model and optimizer:\n"
-    "  --model SPEC          a preset (seed, seed-relu) or a spec, see docs/MODEL_SPEC.md\n"
+    "  --model SPEC          a preset (seed, seed-relu, resnet) or a spec, see\n"
+    "                        docs/MODEL_SPEC.md\n"
     "                        (default: seed)\n"
     "  --optimizer NAME      sgd | adam | adamw (default: sgd)\n"
     "  --lr X                learning rate (default: 0.01 for sgd, 0.001 for adam/adamw)\n"
@@ -66,13 +104,26 @@ static const char usage_text[] =
     "                        0.01)\n"
     "  --betas B1,B2         Adam/AdamW betas (default: 0.9,0.999)\n"
     "  --eps X               Adam/AdamW epsilon (default: 1e-8)\n"
-    "  --seed N              seed for initial weights and shuffling (default: 1); the same seed\n"
-    "                        repeats a run bit for bit on the same device\n"
+    "  --no-decay-bn-bias    no weight decay on biases and BatchNorm weights and biases\n"
+    "  --label-smoothing E   nn.CrossEntropyLoss(label_smoothing=E), 0 <= E <= 1, in training\n"
+    "                        and evaluation (default: 0)\n"
+    "  --seed N              seed for initial weights, shuffling and augmentation (default: 1);\n"
+    "                        the same seed repeats a run bit for bit on the same device\n"
+    "  --no-recipe           ignore the --model preset's recipe (see Recipes below)\n"
     "\n"
     "Training:\n"
     "  --epochs N            epochs to train (default: 10)\n"
     "  --batch-size N        samples per step (default: 64, or a resumed checkpoint's); the\n"
     "                        last partial batch is used\n"
+    "  --schedule NAME       learning rate after every step: constant | cosine\n"
+    "                        (CosineAnnealingLR, T_max = all steps) | onecycle (OneCycleLR,\n"
+    "                        max_lr = --lr, cos, div_factor 25, final_div_factor 1e4, no\n"
+    "                        momentum cycling) (default: constant)\n"
+    "  --pct-start F         onecycle: the share of steps spent rising, 0 <= F <= 1\n"
+    "                        (default: 0.3)\n"
+    "  --random-crop P       training: pad P zero pixels on each side and crop back at a random\n"
+    "                        offset, as torchvision's RandomCrop(size, padding=P) (default: 0)\n"
+    "  --hflip               training: mirror half the images, as RandomHorizontalFlip()\n"
     "  --max-steps N         stop after N steps in total, then evaluate and save as at an\n"
     "                        epoch's end\n"
     "  --log-every N         log the step's loss, elapsed time and images/s every N steps\n"
@@ -82,9 +133,11 @@ static const char usage_text[] =
     "                        key prefix such as 'model1.' is accepted\n"
     "  --resume FILE         continue a run from a checkpoint (FILE and FILE's .state sibling):\n"
     "                        weights, optimizer state and settings, step, epoch, seed and\n"
-    "                        batch size. An optimizer option that differs from the\n"
-    "                        checkpoint's is refused, and so is another --batch-size when\n"
-    "                        the checkpoint stopped mid-epoch (--max-steps)\n"
+    "                        batch size, schedule, label smoothing and augmentation. An\n"
+    "                        option that differs from the checkpoint's is refused, and so\n"
+    "                        is another --batch-size when the checkpoint stopped mid-epoch\n"
+    "                        (--max-steps), and, with a schedule, --epochs or --batch-size\n"
+    "                        that change its length (--epochs defaults to the schedule's)\n"
     "  --eval-only           evaluate the test set with --init or --resume weights and exit\n"
     "  --plan                print the model's plan for --batch-size and exit: one line per\n"
     "                        node (a layer, or a convolution with the MaxPool2d(2) fused into\n"
@@ -95,10 +148,11 @@ static const char usage_text[] =
     "  --save-dir DIR        checkpoint folder: epoch_<N>.safetensors after every epoch, loadable\n"
     "                        with model.load_state_dict(safetensors.torch.load_file(f))\n"
     "                        (default: model)\n"
-    "  --logdir DIR          TensorBoard folder: train_loss by step, test_loss and test_accuracy\n"
-    "                        by epoch (default: logs)\n"
+    "  --logdir DIR          TensorBoard folder: train_loss and learning_rate by step,\n"
+    "                        test_loss and test_accuracy by epoch (default: logs)\n"
     "  --no-tensorboard      do not write TensorBoard events\n"
-    "  --metrics FILE        append JSON Lines: one record per log point and per evaluation\n"
+    "  --metrics FILE        append JSON Lines: one record per log point (loss, lr) and per\n"
+    "                        evaluation\n"
     "  -h, --help            show this help\n"
     "\n"
     "Environment:\n"
@@ -187,6 +241,8 @@ typedef enum arg_kind {
     ARG_TEXT,      /* the word as given */
     ARG_BETAS,     /* B1,B2 into beta1 and beta2 */
     ARG_OPTIMIZER, /* sgd | adam | adamw */
+    ARG_FRACTION,  /* a double in [0, 1] */
+    ARG_SCHEDULE,  /* constant | cosine | onecycle */
 } arg_kind;
 
 /* One command-line option: where its value goes in cli_options and, for those a resume checks
@@ -207,7 +263,10 @@ static const cli_arg cli_args[] = {
     {"--help",           ARG_FLAG,      OPT(help),           NOT_RECORDED,         0, 0},
     {"--version",        ARG_FLAG,      OPT(version),        NOT_RECORDED,         0, 0},
     {"--list-devices",   ARG_FLAG,      OPT(list_devices),   NOT_RECORDED,         0, 0},
-    {"--nesterov",       ARG_FLAG,      OPT(nesterov),       NOT_RECORDED,         0, 0},
+    {"--nesterov",       ARG_FLAG,      OPT(nesterov),       OPT(nesterov_given),  0, 0},
+    {"--hflip",          ARG_FLAG,      OPT(hflip),          OPT(hflip_given),     0, 0},
+    {"--no-decay-bn-bias", ARG_FLAG,    OPT(no_decay_bn_bias), OPT(no_decay_given), 0, 0},
+    {"--no-recipe",      ARG_FLAG,      OPT(no_recipe),      NOT_RECORDED,         0, 0},
     {"--no-shuffle",     ARG_FLAG,      OPT(no_shuffle),     NOT_RECORDED,         0, 0},
     {"--eval-only",      ARG_FLAG,      OPT(eval_only),      NOT_RECORDED,         0, 0},
     {"--plan",           ARG_FLAG,      OPT(plan),           NOT_RECORDED,         0, 0},
@@ -217,7 +276,7 @@ static const cli_arg cli_args[] = {
     {"--data",           ARG_TEXT,      OPT(data),           NOT_RECORDED,         0, 0},
     {"--dataset",        ARG_TEXT,      OPT(dataset),        NOT_RECORDED,         0, 0},
     {"--model",          ARG_TEXT,      OPT(model),          OPT(model_given),     0, 0},
-    {"--epochs",         ARG_LONG,      OPT(epochs),         NOT_RECORDED,         1, 1000000},
+    {"--epochs",         ARG_LONG,      OPT(epochs),         OPT(epochs_given),    1, 1000000},
     {"--batch-size",     ARG_LONG,      OPT(batch_size),     OPT(batch_given),     1, 1 << 20},
     {"--log-every",      ARG_LONG,      OPT(log_every),      NOT_RECORDED,         1, LONG_MAX},
     {"--max-steps",      ARG_LONG,      OPT(max_steps),      NOT_RECORDED,         1, LONG_MAX},
@@ -234,6 +293,10 @@ static const cli_arg cli_args[] = {
     {"--init",           ARG_TEXT,      OPT(init),           NOT_RECORDED,         0, 0},
     {"--resume",         ARG_TEXT,      OPT(resume),         NOT_RECORDED,         0, 0},
     {"--normalize",      ARG_TEXT,      OPT(normalize),      NOT_RECORDED,         0, 0},
+    {"--label-smoothing", ARG_FRACTION, OPT(label_smoothing), OPT(smoothing_given), 0, 0},
+    {"--schedule",       ARG_SCHEDULE,  OPT(schedule),       OPT(schedule_given),  0, 0},
+    {"--pct-start",      ARG_FRACTION,  OPT(pct_start),      OPT(pct_given),       0, 0},
+    {"--random-crop",    ARG_INT,       OPT(random_crop),    OPT(crop_given),      0, CLCNN_MAX_CROP},
 };
 /* clang-format on */
 
@@ -258,6 +321,19 @@ static double parse_double(const char *opt, const char *v, int positive) {
     if (positive && !(x > 0)) die("%s: %s must be greater than 0", opt, v);
     if (!positive && x < 0) die("%s: %s must not be negative", opt, v);
     return x;
+}
+
+/* A number in [0, 1]. */
+static double parse_fraction(const char *opt, const char *v) {
+    double x = parse_double(opt, v, 0);
+    if (x > 1) die("%s: %s is not in [0, 1]", opt, v);
+    return x;
+}
+
+static clcnn_schedule_kind parse_schedule(const char *v) {
+    int k = clcnn_schedule_parse(v);
+    if (k < 0) die("--schedule: '%s' is not constant, cosine or onecycle", v);
+    return (clcnn_schedule_kind)k;
 }
 
 static void parse_betas(const char *v, double *beta1, double *beta2) {
@@ -294,6 +370,8 @@ static void take_arg(const cli_arg *a, const char *v, cli_options *o) {
     case ARG_TEXT: *(const char **)field = v; break;
     case ARG_BETAS: parse_betas(v, &o->beta1, &o->beta2); break;
     case ARG_OPTIMIZER: o->optimizer = parse_optimizer(v); break;
+    case ARG_FRACTION: *(double *)field = parse_fraction(a->name, v); break;
+    case ARG_SCHEDULE: o->schedule = parse_schedule(v); break;
     }
     if (a->given != NOT_RECORDED) *(int *)((char *)o + a->given) = 1;
 }
@@ -314,6 +392,109 @@ static void set_defaults(cli_options *o) {
     o->weight_decay = -1; /* per optimizer default */
     o->seed = 1;
     o->optimizer = CLCNN_OPTIMIZER_SGD;
+    o->schedule = CLCNN_SCHEDULE_CONSTANT;
+    o->pct_start = 0.3;
+}
+
+/* The recipe of the --model preset, or NULL. */
+static const recipe *find_recipe(const char *model) {
+    for (size_t i = 0; i < sizeof recipes / sizeof recipes[0]; i++)
+        if (!strcmp(model, recipes[i].model)) return &recipes[i];
+    return NULL;
+}
+
+/* Appends " --opt value" to o->recipe_used. */
+static void note_used(cli_options *o, const char *fmt, ...) CLI_PRINTF(2, 3);
+static void note_used(cli_options *o, const char *fmt, ...) {
+    size_t n = strlen(o->recipe_used);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(o->recipe_used + n, sizeof o->recipe_used - n, fmt, ap);
+    va_end(ap);
+}
+
+/* The recipe's optimizer settings, for the options not given (SGD's: not for another
+ * --optimizer). */
+static void apply_recipe_optimizer(cli_options *o, const recipe *r) {
+    if (o->optimizer_given && o->optimizer != CLCNN_OPTIMIZER_SGD) return;
+    if (!o->lr_given) {
+        o->lr = r->lr;
+        note_used(o, " --lr %g", r->lr);
+    }
+    if (!o->momentum_given && r->momentum > 0) {
+        o->momentum = r->momentum;
+        note_used(o, " --momentum %g", r->momentum);
+        if (r->nesterov && !o->nesterov) {
+            o->nesterov = 1;
+            note_used(o, " --nesterov");
+        }
+    }
+    if (!o->wd_given) {
+        o->weight_decay = r->weight_decay;
+        note_used(o, " --weight-decay %g", r->weight_decay);
+    }
+}
+
+/* The --model preset's recipe, for the options the command line leaves out. */
+static void apply_recipe(cli_options *o) {
+    const recipe *r = o->no_recipe ? NULL : find_recipe(o->model);
+    if (!r) return;
+    o->recipe = r;
+    if (!o->schedule_given && r->schedule != CLCNN_SCHEDULE_CONSTANT) {
+        o->schedule = r->schedule;
+        note_used(o, " --schedule %s", clcnn_schedule_name(r->schedule));
+    }
+    if (!o->pct_given && o->schedule == CLCNN_SCHEDULE_ONECYCLE) {
+        o->pct_start = r->pct_start;
+        note_used(o, " --pct-start %g", r->pct_start);
+    }
+    apply_recipe_optimizer(o, r);
+    if (r->no_decay_bn_bias && !o->no_decay_bn_bias) {
+        o->no_decay_bn_bias = 1;
+        note_used(o, " --no-decay-bn-bias");
+    }
+    if (!o->smoothing_given && r->label_smoothing > 0) {
+        o->label_smoothing = r->label_smoothing;
+        note_used(o, " --label-smoothing %g", r->label_smoothing);
+    }
+    if (!o->crop_given && r->random_crop > 0) {
+        o->random_crop = r->random_crop;
+        note_used(o, " --random-crop %d", r->random_crop);
+    }
+    if (r->hflip && !o->hflip) {
+        o->hflip = 1;
+        note_used(o, " --hflip");
+    }
+    if (!o->batch_given) {
+        o->batch_size = r->batch_size;
+        note_used(o, " --batch-size %ld", r->batch_size);
+    }
+    if (!o->epochs_given) {
+        o->epochs = r->epochs;
+        note_used(o, " --epochs %ld", r->epochs);
+    }
+    if (!o->normalize && r->normalize) {
+        o->normalize = r->normalize;
+        note_used(o, " --normalize %s", r->normalize);
+    }
+}
+
+/* --help's list of recipes, from the table. */
+static void print_recipes(void) {
+    printf("\nRecipes: a --model preset with a recipe takes these values for the options not\n"
+           "given (--no-recipe: none of them):\n");
+    for (size_t i = 0; i < sizeof recipes / sizeof recipes[0]; i++) {
+        const recipe *r = &recipes[i];
+        printf("  %-10s --schedule %s", r->model, clcnn_schedule_name(r->schedule));
+        if (r->schedule == CLCNN_SCHEDULE_ONECYCLE) printf(" --pct-start %g", r->pct_start);
+        printf(" --lr %g --momentum %g%s\n", r->lr, r->momentum, r->nesterov ? " --nesterov" : "");
+        printf("             --weight-decay %g%s --label-smoothing %g\n", r->weight_decay,
+               r->no_decay_bn_bias ? " --no-decay-bn-bias" : "", r->label_smoothing);
+        printf("             --random-crop %d%s --batch-size %ld --epochs %ld", r->random_crop,
+               r->hflip ? " --hflip" : "", r->batch_size, r->epochs);
+        if (r->normalize) printf(" --normalize %s", r->normalize);
+        printf("\n");
+    }
 }
 
 static void parse_args(int argc, char **argv, cli_options *o) {
@@ -334,6 +515,9 @@ static void parse_args(int argc, char **argv, cli_options *o) {
     }
     if (o->dataset && clcnn_dataset_format_parse(o->dataset) < 0)
         die("--dataset: '%s' is not cifar10, mnist or fashion-mnist", o->dataset);
+    apply_recipe(o);
+    if (o->pct_given && o->schedule != CLCNN_SCHEDULE_ONECYCLE)
+        die("--pct-start applies to --schedule onecycle only");
     if (o->nesterov && o->momentum <= 0) die("--nesterov needs --momentum greater than 0");
     if (o->optimizer != CLCNN_OPTIMIZER_SGD && (o->momentum > 0 || o->nesterov))
         die("--momentum and --nesterov apply to --optimizer sgd only");
@@ -463,6 +647,46 @@ static const char *exact(char buf[32], double v) {
     return buf;
 }
 
+/* The lr a resumed run is set with: a schedule's base (or max) lr, else the optimizer's. */
+static double resumed_lr(const clcnn_optimizer_options *ck, const clcnn_checkpoint_info_v2 *info) {
+    return info->schedule != CLCNN_SCHEDULE_CONSTANT ? info->schedule_lr : ck->lr;
+}
+
+/* Fills mine and theirs (80 bytes each) with two numbers or two words; returns opt. */
+static const char *differ_num(const char *opt, char *mine, char *theirs, double a, double b) {
+    char x[32];
+    snprintf(mine, 80, "%s", exact(x, a));
+    snprintf(theirs, 80, "%s", exact(x, b));
+    return opt;
+}
+static const char *differ_word(const char *opt, char *mine, char *theirs, const char *a,
+                               const char *b) {
+    snprintf(mine, 80, "%s", a);
+    snprintf(theirs, 80, "%s", b);
+    return opt;
+}
+
+/* The first training setting beside the optimizer's (schedule, label smoothing, augmentation,
+ * decay exclusions) given on the command line that differs from the checkpoint's, or NULL. */
+static const char *training_conflict(const cli_options *o, const clcnn_optimizer_options *ck,
+                                     const clcnn_checkpoint_info_v2 *info, char *mine,
+                                     char *theirs) {
+    if (o->schedule_given && o->schedule != info->schedule)
+        return differ_word("--schedule", mine, theirs, clcnn_schedule_name(o->schedule),
+                           clcnn_schedule_name(info->schedule));
+    if (o->pct_given && o->pct_start != info->pct_start)
+        return differ_num("--pct-start", mine, theirs, o->pct_start, info->pct_start);
+    if (o->smoothing_given && o->label_smoothing != info->label_smoothing)
+        return differ_num("--label-smoothing", mine, theirs, o->label_smoothing,
+                          info->label_smoothing);
+    if (o->crop_given && o->random_crop != info->random_crop)
+        return differ_num("--random-crop", mine, theirs, o->random_crop, info->random_crop);
+    if (o->hflip_given && !info->hflip) return differ_word("--hflip", mine, theirs, "on", "off");
+    if (o->no_decay_given && !ck->no_decay_bn_bias)
+        return differ_word("--no-decay-bn-bias", mine, theirs, "on", "off");
+    return NULL;
+}
+
 /* A resumed run keeps the checkpoint's optimizer settings. An option given on the command line
  * that differs from them is refused, naming both values; so is another batch size when the
  * checkpoint stopped in the middle of an epoch (its remaining samples are counted in batches). */
@@ -475,15 +699,15 @@ static int resume_conflicts(const cli_options *o, const clcnn_optimizer_options 
         opt = "--optimizer";
         snprintf(mine, sizeof mine, "%s", optimizer_words[o->optimizer]);
         snprintf(theirs, sizeof theirs, "%s", optimizer_words[ck->kind]);
-    } else if (o->lr_given && o->lr != ck->lr) {
+    } else if (o->lr_given && o->lr != resumed_lr(ck, info)) {
         opt = "--lr";
         snprintf(mine, sizeof mine, "%s", exact(x, o->lr));
-        snprintf(theirs, sizeof theirs, "%s", exact(x, ck->lr));
+        snprintf(theirs, sizeof theirs, "%s", exact(x, resumed_lr(ck, info)));
     } else if (o->momentum_given && o->momentum != ck->momentum) {
         opt = "--momentum";
         snprintf(mine, sizeof mine, "%s", exact(x, o->momentum));
         snprintf(theirs, sizeof theirs, "%s", exact(x, ck->momentum));
-    } else if (o->nesterov && !ck->nesterov) {
+    } else if (o->nesterov_given && !ck->nesterov) {
         opt = "--nesterov";
         snprintf(mine, sizeof mine, "on");
         snprintf(theirs, sizeof theirs, "off");
@@ -504,6 +728,8 @@ static int resume_conflicts(const cli_options *o, const clcnn_optimizer_options 
         snprintf(mine, sizeof mine, "%ld", o->batch_size);
         snprintf(theirs, sizeof theirs, "%" PRId64, info->batch_size);
         why = "it stopped in the middle of an epoch; resume it with its own batch size";
+    } else {
+        opt = training_conflict(o, ck, info, mine, theirs);
     }
     if (!opt) return 0;
     say("--resume: %s %s conflicts with the checkpoint's %s (%s)", opt, mine, theirs, why);
@@ -626,11 +852,14 @@ static int on_progress(void *user, int64_t batch, int64_t batches, float loss) {
                r->epoch + 1, loss, t - r->t_start, ips);
         fflush(stdout);
         char num[40];
+        clcnn_optimizer_options opt;
+        clcnn_model_get_optimizer(r->model, &opt); /* its lr: the one this step took */
         if (metrics_line(r,
                          "{\"type\":\"train\",\"epoch\":%" PRId64 ",\"step\":%" PRId64
-                         ",\"loss\":%.9g,\"elapsed_s\":%.6f,\"images_per_s\":%s}\n",
-                         r->epoch + 1, step, loss, t - r->t_start, json_num(num, ips)) ||
-            tb_scalar(r, "train_loss", loss, step)) {
+                         ",\"loss\":%.9g,\"lr\":%.9g,\"elapsed_s\":%.6f,\"images_per_s\":%s}\n",
+                         r->epoch + 1, step, loss, opt.lr, t - r->t_start, json_num(num, ips)) ||
+            tb_scalar(r, "train_loss", loss, step) ||
+            tb_scalar(r, "learning_rate", (float)opt.lr, step)) {
             r->failed = 1;
             return 1;
         }
@@ -673,6 +902,9 @@ static int train(run_state *r, clcnn_checkpoint_info_v2 info) {
     t.every = r->tty ? 1 : o->log_every;
     t.progress = on_progress, t.user = r;
     if (o->max_steps) t.hook = on_batch, t.hook_user = r;
+    t.schedule = o->schedule, t.lr = o->lr, t.total_steps = o->total_steps;
+    t.pct_start = o->pct_start;
+    t.random_crop = o->random_crop, t.hflip = o->hflip;
     r->t_last = now();
     r->last_step = info.step;
     r->t_start = now();
@@ -849,6 +1081,13 @@ static int resume_model(run_state *r, cli_options *o, clcnn_optimizer_options *o
      * refused rather than silently overridden (or silently ignored). */
     clcnn_model_get_optimizer(r->model, opt);
     if (resume_conflicts(o, opt, ck)) return -1;
+    o->lr = resumed_lr(opt, ck);
+    o->no_decay_bn_bias = opt->no_decay_bn_bias;
+    o->schedule = ck->schedule;
+    o->pct_start = ck->pct_start;
+    o->label_smoothing = ck->label_smoothing;
+    o->random_crop = ck->random_crop;
+    o->hflip = ck->hflip;
     if (!o->batch_given) o->batch_size = ck->batch_size ? ck->batch_size : o->batch_size;
     if (ck->batch_size && o->batch_size != ck->batch_size)
         printf("note: batch size %ld from here on; the checkpoint was trained with %" PRId64 "\n",
@@ -858,6 +1097,63 @@ static int resume_model(run_state *r, cli_options *o, clcnn_optimizer_options *o
                ck->seed, o->seed);
     printf("resumed from %s: epoch %" PRId64 ", step %" PRId64 "\n", o->resume, ck->epoch,
            ck->step);
+    return 0;
+}
+
+/* The schedule's length: --epochs times the batches of an epoch. A resumed schedule keeps its
+ * length: --epochs defaults to what it was, and one that changes the length is refused. */
+static int settle_total(const run_state *r, cli_options *o, const clcnn_checkpoint_info_v2 *ck) {
+    int sched = o->schedule != CLCNN_SCHEDULE_CONSTANT;
+    if (!r->train) return 0;
+    int64_t nb = (clcnn_dataset_size(r->train) + o->batch_size - 1) / o->batch_size;
+    if (o->resume && sched && o->batch_size != ck->batch_size) {
+        say("--resume: --batch-size %ld changes the length of the checkpoint's %s schedule "
+            "(batch size %" PRId64 "); leave the option out",
+            o->batch_size, clcnn_schedule_name(o->schedule), ck->batch_size);
+        return -1;
+    }
+    if (o->resume && sched && !o->epochs_given && ck->total_steps % nb == 0 &&
+        ck->total_steps / nb <= 1000000)
+        o->epochs = (long)(ck->total_steps / nb);
+    o->total_steps = (int64_t)o->epochs * nb;
+    if (o->resume && sched && o->total_steps != ck->total_steps) {
+        say("--resume: the checkpoint's %s schedule spans %" PRId64
+            " steps; --epochs %ld of %" PRId64 " batches make %" PRId64
+            " (a resumed schedule keeps its length)",
+            clcnn_schedule_name(o->schedule), ck->total_steps, o->epochs, nb, o->total_steps);
+        return -1;
+    }
+    return 0;
+}
+
+/* A schedule PyTorch would refuse (a onecycle phase of zero steps: --pct-start times the steps
+ * is 1) is refused before the first step. */
+static int check_schedule(const cli_options *o) {
+    if (o->schedule == CLCNN_SCHEDULE_CONSTANT) return 0;
+    /* Only a first phase that ends at step 0 fails within the steps taken, at step 0. */
+    if (!isfinite(clcnn_schedule_lr(o->schedule, o->lr, 0, o->total_steps, o->pct_start))) {
+        say("--schedule %s: --pct-start %g of %" PRId64 " steps leaves a phase of no steps",
+            clcnn_schedule_name(o->schedule), o->pct_start, o->total_steps);
+        return -1;
+    }
+    return 0;
+}
+
+/* The training settings beside the optimizer's, now that a resume has had its say: the
+ * schedule's length, the model's label smoothing, and what the checkpoints record. */
+static int settle_training(run_state *r, cli_options *o, clcnn_checkpoint_info_v2 *ck) {
+    if (settle_total(r, o, ck) || (r->train && check_schedule(o))) return -1;
+    if (clcnn_model_set_label_smoothing(r->model, o->label_smoothing)) {
+        say("--label-smoothing: %s", clcnn_model_errmsg(r->model));
+        return -1;
+    }
+    ck->schedule = o->schedule;
+    ck->schedule_lr = o->lr;
+    ck->total_steps = o->total_steps;
+    ck->pct_start = o->pct_start;
+    ck->label_smoothing = o->label_smoothing;
+    ck->random_crop = o->random_crop;
+    ck->hflip = o->hflip;
     return 0;
 }
 
@@ -878,42 +1174,65 @@ static int make_model(run_state *r, cli_options *o, const char *spec, const int 
     opt->beta1 = o->beta1;
     opt->beta2 = o->beta2;
     opt->eps = o->eps;
+    opt->no_decay_bn_bias = o->no_decay_bn_bias;
     if (!o->resume && clcnn_model_set_optimizer(r->model, opt)) {
         say("%s", clcnn_model_errmsg(r->model));
         return -1;
     }
-    *ck = (clcnn_checkpoint_info_v2){0, 0, 0, o->seed, o->batch_size};
+    *ck = (clcnn_checkpoint_info_v2){.seed = o->seed, .batch_size = o->batch_size};
     if (o->init && clcnn_model_load_weights(r->model, o->init)) {
         say("--init: %s", clcnn_model_errmsg(r->model));
         return -1;
     }
     if (o->resume && resume_model(r, o, opt, ck)) return -1;
+    if (settle_training(r, o, ck)) return -1;
     ck->batch_size = o->batch_size;
     for (int i = 0; i < clcnn_model_param_count(r->model); i++) {
         size_t k = 0;
         clcnn_model_param_info(r->model, i, NULL, NULL, NULL, &k);
-        nparams += k;
+        nparams += clcnn_model_param_trained(r->model, i) ? k : 0;
     }
     printf("model: %s (%zu parameters)\n", clcnn_model_spec(r->model), nparams);
     return 0;
 }
 
+/* The schedule, the loss and the augmentation in force. */
+static void print_training(const cli_options *o) {
+    printf("schedule: %s", clcnn_schedule_name(o->schedule));
+    if (o->schedule == CLCNN_SCHEDULE_COSINE)
+        printf(" (lr %g to 0 over %" PRId64 " steps)", o->lr, o->total_steps);
+    if (o->schedule == CLCNN_SCHEDULE_ONECYCLE)
+        printf(" (max lr %g, pct_start %g, %" PRId64 " steps)", o->lr, o->pct_start,
+               o->total_steps);
+    printf(", label smoothing %g, augmentation: ", o->label_smoothing);
+    if (o->random_crop) printf("random crop %d%s", o->random_crop, o->hflip ? ", " : "");
+    if (o->hflip) printf("horizontal flip");
+    printf("%s\n", o->random_crop || o->hflip ? "" : "none");
+}
+
 /* What the model will train with: the options given, or a resumed checkpoint's. */
 static void print_settings(const cli_options *o, const clcnn_optimizer_options *opt,
                            uint64_t seed) {
+    if (o->recipe)
+        printf("recipe %s, for the options not given:%s%s\n", o->recipe->model,
+               o->recipe_used[0] ? o->recipe_used : " none",
+               o->resume ? " (where the checkpoint records a setting, its value wins)" : "");
     printf("optimizer: %s lr %g",
            opt->kind == CLCNN_OPTIMIZER_SGD    ? "SGD"
            : opt->kind == CLCNN_OPTIMIZER_ADAM ? "Adam"
                                                : "AdamW",
-           opt->lr);
+           o->lr);
     if (opt->kind == CLCNN_OPTIMIZER_SGD && opt->momentum > 0)
         printf(" momentum %g%s", opt->momentum, opt->nesterov ? " (Nesterov)" : "");
     if (opt->kind != CLCNN_OPTIMIZER_SGD &&
         (opt->beta1 != 0.9 || opt->beta2 != 0.999 || opt->eps != 1e-8))
         printf(" betas %g,%g eps %g", opt->beta1, opt->beta2, opt->eps);
-    if (opt->weight_decay > 0) printf(" weight decay %g", opt->weight_decay);
+    if (opt->weight_decay > 0)
+        printf(" weight decay %g%s", opt->weight_decay,
+               opt->no_decay_bn_bias ? " (not on biases and BatchNorm)" : "");
     printf(", batch %ld, %ld epoch%s, seed %" PRIu64 "%s\n", o->batch_size, o->epochs,
            o->epochs == 1 ? "" : "s", seed, o->no_shuffle ? ", no shuffle" : "");
+    print_training(o);
 }
 
 int main(int argc, char **argv) {
@@ -931,6 +1250,7 @@ int main(int argc, char **argv) {
     r.o = &o;
     if (o.help) {
         fputs(usage_text, stdout);
+        print_recipes();
         return 0;
     }
     if (o.version) return print_version();
