@@ -12,7 +12,16 @@ test), 2 usage or run error.
 Cross-check (default):
 
     /usr/bin/python3 tests/pytorch_crosscheck.py --clcnn build/clcnn_train \
-        [--data DIR] [--steps N] [--model seed|seed-relu] [--work DIR] [--checks-only]
+        [--data DIR] [--steps N] [--model PRESET|SPEC] [--work DIR] [--checks-only] \
+        [--lr X] [--momentum X] [--weight-decay X] [--no-decay-bn-bias] \
+        [--label-smoothing E] [--schedule constant|cosine|onecycle] [--pct-start F] \
+        [--sched-epochs E]
+
+The model is any preset or spec, built on the PyTorch side by python/clcnn_torch.py;
+the training options are passed to clcnn_train and mirrored in PyTorch (SGD with
+two parameter groups under --no-decay-bn-bias, CrossEntropyLoss(label_smoothing),
+CosineAnnealingLR / OneCycleLR over --sched-epochs epochs, stepped after every
+batch). Without options it is the tutorial's plain SGD at lr 0.01.
 
  1. builds the torch.nn.Sequential equivalent of the clcnn preset with
     torch.manual_seed(0) and PyTorch's default init, checks that its
@@ -125,22 +134,40 @@ def to_input(u8):
 
 # ---------------------------------------------------------------- models
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import clcnn_torch  # noqa: E402  (the repository's spec -> nn.Module builder)
+
+
 def build_model(name, c, h, w):
-    relu = {"seed": False, "seed-relu": True}[name]
-    layers = []
-    ch = c
-    for out in (32, 32, 64):
-        layers.append(nn.Conv2d(ch, out, 5, 1, 2))
-        if relu:
-            layers.append(nn.ReLU())
-        layers.append(nn.MaxPool2d(2))
-        ch = out
-        h, w = h // 2, w // 2
-    layers += [nn.Flatten(), nn.Linear(ch * h * w, 64)]
-    if relu:
-        layers.append(nn.ReLU())
-    layers.append(nn.Linear(64, 10))
-    return nn.Sequential(*layers)
+    """The nn.Module of a clcnn preset or spec (python/clcnn_torch.py)."""
+    return clcnn_torch.build(name, c, h, w)
+
+
+def make_optimizer(model, args):
+    """SGD as clcnn_train sets it up; --no-decay-bn-bias gives two parameter groups (conv and
+    linear weights decay, biases and BatchNorm parameters do not)."""
+    decay, rest = [], []
+    for mod in model.modules():
+        for pname, p in mod.named_parameters(recurse=False):
+            w = pname == "weight" and isinstance(mod, (nn.Conv2d, nn.Linear))
+            (decay if w or not args.no_decay_bn_bias else rest).append(p)
+    groups = [{"params": decay, "weight_decay": args.weight_decay}]
+    if rest:
+        groups.append({"params": rest, "weight_decay": 0.0})
+    return torch.optim.SGD(groups, lr=args.lr, momentum=args.momentum)
+
+
+def make_scheduler(opt, args, steps_per_epoch):
+    """The scheduler clcnn_train's --schedule names, stepped after every batch."""
+    total = args.sched_epochs * steps_per_epoch
+    if args.schedule == "cosine":
+        return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total, eta_min=0)
+    if args.schedule == "onecycle":
+        return torch.optim.lr_scheduler.OneCycleLR(
+            opt, max_lr=args.lr, total_steps=total, pct_start=args.pct_start,
+            anneal_strategy="cos", div_factor=25.0, final_div_factor=1e4,
+            cycle_momentum=False)
+    return None
 
 
 # ---------------------------------------------------------------- safetensors
@@ -205,7 +232,7 @@ def read_safetensors(path):
 
 # ---------------------------------------------------------------- helpers
 
-def evaluate(model, x_u8, y, batch=1000):
+def evaluate(model, x_u8, y, batch=1000, label_smoothing=0.0):
     """-> (mean CE over all samples, correct count, near-tie count, logits)."""
     model.eval()
     total = 0.0
@@ -215,7 +242,8 @@ def evaluate(model, x_u8, y, batch=1000):
         for i in range(0, len(y), batch):
             out = model(to_input(x_u8[i:i + batch]))
             tgt = torch.from_numpy(y[i:i + batch])
-            ce = nn.functional.cross_entropy(out, tgt, reduction="none")
+            ce = nn.functional.cross_entropy(out, tgt, reduction="none",
+                                             label_smoothing=label_smoothing)
             total += float(ce.double().sum())
             correct += int((out.argmax(1) == tgt).sum())
             top2 = out.topk(2, dim=1).values
@@ -252,15 +280,18 @@ def setup_torch(threads, deterministic=True):
 
 # ---------------------------------------------------------------- cross-check
 
-def train_steps(name, init_sd, trx, try_, steps, chw, mkldnn=True):
-    """SGD lr 0.01, batch 64, file order, from init_sd -> ({step: loss}, model)."""
+def train_steps(args, init_sd, trx, try_, steps, chw, mkldnn=True):
+    """The run's SGD and schedule, batch 64, file order, from init_sd -> ({step: loss},
+    model)."""
     prev = torch.backends.mkldnn.enabled
     torch.backends.mkldnn.enabled = mkldnn
     try:
-        model = build_model(name, *chw)
+        model = build_model(args.model, *chw)
         model.load_state_dict(init_sd, strict=True)
-        opt = torch.optim.SGD(model.parameters(), lr=LR)
-        crit = nn.CrossEntropyLoss()
+        model.train()
+        opt = make_optimizer(model, args)
+        sched = make_scheduler(opt, args, (len(try_) + BATCH - 1) // BATCH)
+        crit = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
         losses = {}
         n = len(try_)
         first = 0
@@ -274,6 +305,8 @@ def train_steps(name, init_sd, trx, try_, steps, chw, mkldnn=True):
             loss = crit(model(xb), yb)
             loss.backward()
             opt.step()
+            if sched:
+                sched.step()
             losses[step] = float(loss)
     finally:
         torch.backends.mkldnn.enabled = prev
@@ -310,8 +343,20 @@ def crosscheck(args, work):
         os.remove(metrics)  # clcnn appends
     cmd = [args.clcnn, "--data", args.data, "--model", args.model,
            "--init", init_path, "--no-shuffle", "--max-steps", str(args.steps),
-           "--log-every", "1", "--batch-size", str(BATCH), "--lr", str(LR),
+           "--log-every", "1", "--batch-size", str(BATCH), "--lr", repr(args.lr),
            "--metrics", metrics, "--save-dir", mdir, "--logdir", ldir]
+    if args.momentum:
+        cmd += ["--momentum", repr(args.momentum)]
+    if args.weight_decay:
+        cmd += ["--weight-decay", repr(args.weight_decay)]
+    if args.no_decay_bn_bias:
+        cmd += ["--no-decay-bn-bias"]
+    if args.label_smoothing:
+        cmd += ["--label-smoothing", repr(args.label_smoothing)]
+    if args.schedule != "constant":
+        cmd += ["--schedule", args.schedule, "--epochs", str(args.sched_epochs)]
+    if args.schedule == "onecycle":
+        cmd += ["--pct-start", repr(args.pct_start)]
     print("clcnn: " + " ".join(cmd))
     t0 = time.time()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -333,7 +378,7 @@ def crosscheck(args, work):
 
     # 3. torch, same steps (PyTorch's default CPU kernels, oneDNN where it applies)
     t0 = time.time()
-    th_loss, model = train_steps(args.model, init_sd, trx, try_, args.steps, (c, h, w))
+    th_loss, model = train_steps(args, init_sd, trx, try_, args.steps, (c, h, w))
     print(f"torch: {args.steps} steps in {time.time() - t0:.1f} s")
 
     # 4. per-step losses
@@ -359,7 +404,7 @@ def crosscheck(args, work):
     # informative: the fp32 noise floor, torch against itself with other kernels
     if not args.no_noise_floor and not args.checks_only:
         t0 = time.time()
-        nat_loss, _ = train_steps(args.model, init_sd, trx, try_, args.steps, (c, h, w),
+        nat_loss, _ = train_steps(args, init_sd, trx, try_, args.steps, (c, h, w),
                                   mkldnn=False)
         print(f"torch, native kernels (mkldnn off): {args.steps} steps in "
               f"{time.time() - t0:.1f} s")
@@ -401,7 +446,7 @@ def crosscheck(args, work):
     check(loaded, "load_state_dict(clcnn checkpoint, strict=True)")
     if not loaded:
         return 1
-    tl, tc, margins = evaluate(fresh, tex, tey)
+    tl, tc, margins = evaluate(fresh, tex, tey, label_smoothing=args.label_smoothing)
     ev = cl_evals[-1]
     nt = len(tey)
     cl_correct = int(round(float(ev["test_accuracy"]) * nt))
@@ -421,7 +466,7 @@ def crosscheck(args, work):
 
     # informative: torch's own trained weights on the test set
     if not args.checks_only:
-        ol, oc, _ = evaluate(model, tex, tey)
+        ol, oc, _ = evaluate(model, tex, tey, label_smoothing=args.label_smoothing)
         print(f"test set, torch's own weights after {args.steps} steps: {oc}/{nt} correct, "
               f"loss {ol:.8f}")
 
@@ -484,7 +529,18 @@ def main():
     ap.add_argument("--clcnn", help="path to clcnn_train (needed unless --full-run)")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--model", default="seed", choices=["seed", "seed-relu"])
+    ap.add_argument("--model", default="seed",
+                    help="a preset or a model spec (default seed)")
+    ap.add_argument("--lr", type=float, default=LR, help="learning rate (default 0.01)")
+    ap.add_argument("--momentum", type=float, default=0.0)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--no-decay-bn-bias", action="store_true")
+    ap.add_argument("--label-smoothing", type=float, default=0.0)
+    ap.add_argument("--schedule", default="constant",
+                    choices=["constant", "cosine", "onecycle"])
+    ap.add_argument("--pct-start", type=float, default=0.3)
+    ap.add_argument("--sched-epochs", type=int, default=1,
+                    help="epochs the schedule spans (clcnn_train --epochs; default 1)")
     ap.add_argument("--work", help="work folder (default: a temporary one, removed)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     ap.add_argument("--no-noise-floor", action="store_true",

@@ -66,8 +66,13 @@ static const lo_case cases[] = {
     {"conv(5,3,pad=1)", 4, 9, 8, 2, 1, IN_RANDOM, 0, 0},    /* 8 wide, odd height */
     {"conv(9,3,pad=1)", 3, 6, 8, 2, 1, IN_RANDOM, 0, 0},
     {"conv(20,5,pad=2)", 8, 9, 10, 2, 1, IN_RANDOM, 0, 0}, /* 200 taps: row-GEMM weight grad */
-    {"conv(40,5,pad=2,bias=0)", 6, 8, 8, 3, 1, IN_RANDOM, 0, 0}, /* two 32-channel tiles */
-    {"conv(33,5,pad=2)", 6, 40, 40, 3, 1, IN_RANDOM, 0, 0},      /* row GEMM in 3 batch slices */
+    {"conv(40,5,pad=2,bias=0)", 6, 8, 8, 3, 1, IN_RANDOM, 0, 0},    /* two 32-channel tiles */
+    {"conv(33,5,pad=2)", 6, 40, 40, 3, 1, IN_RANDOM, 0, 0},         /* row GEMM in 3 batch slices */
+    {"conv(128,3,pad=1,bias=0)", 128, 3, 3, 6, 1, IN_RANDOM, 0, 0}, /* resnet's last block */
+    {"conv(24,3,pad=1,bias=0)", 16, 3, 3, 5, 1, IN_RANDOM, 0, 0},
+    {"bn", 128, 3, 3, 32, 1, IN_RANDOM, 0, 0}, /* resnet's last stage: 288 values a channel */
+    {"globalmaxpool", 128, 3, 3, 32, 1, IN_RANDOM, 0, 0},
+    {"maxpool(2)", 64, 7, 7, 8, 1, IN_RANDOM, 0, 0},
     /* conv + MaxPool2d(2), fused: the pool in the convolution's store */
     {"conv(8,3,pad=1) maxpool(2)", 3, 8, 8, 3, 1, IN_RANDOM, 0, 0},
     {"conv(8,3,pad=1) maxpool(2)", 3, 8, 8, 3, 0, IN_RANDOM, 0, 0},
