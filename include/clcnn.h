@@ -601,6 +601,10 @@ typedef struct clcnn_checkpoint_info_v2 {
     double label_smoothing;
     int random_crop;
     int hflip;
+    /* The input normalisation the run trained with, as the caller spells it (the CLI: its
+     * --normalize text, "" for none); recorded, never interpreted, so that a resume or an
+     * evaluation feeds the model the same inputs. At most 127 bytes. */
+    char normalize[128];
 } clcnn_checkpoint_info_v2;
 
 /* As clcnn_model_save_checkpoint / clcnn_model_load_checkpoint, with the batch size. */
@@ -616,6 +620,12 @@ clcnn_status clcnn_model_load_checkpoint_v2(clcnn_model *model, const char *path
  * it. Messages go to err (errsize bytes). Any output may be NULL. */
 clcnn_status clcnn_checkpoint_peek(const char *path, char *spec, size_t spec_size, int *channels,
                                    int *height, int *width, char *err, size_t errsize);
+
+/* The normalisation recorded in a checkpoint (clcnn_checkpoint_info_v2.normalize) without a
+ * model, "" when none was recorded; only the file's header is read. norm receives at most
+ * size bytes including the NUL (128 always suffice). */
+clcnn_status clcnn_checkpoint_peek_normalize(const char *path, char *norm, size_t size, char *err,
+                                             size_t errsize);
 
 /* ---------------------------------------------------------------------------------------- */
 /* TensorBoard logs                                                                           */

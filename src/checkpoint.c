@@ -262,7 +262,7 @@ static void sweep_folder(const char *path) {
 typedef struct ckpt_text {
     char hash[24], epoch[24], step[24], bie[24], bs[24], seed[24], input[48], ostep[24];
     char lr[32], mom[32], damp[32], nest[8], wd[32], b1[32], b2[32], eps[32], nodecay[8];
-    char slr[32], total[24], pct[32], ls[32], crop[16], flip[8], mseed[24];
+    char slr[32], total[24], pct[32], ls[32], crop[16], flip[8], mseed[24], norm[128];
     const char *kind, *schedule;
 } ckpt_text;
 
@@ -294,6 +294,7 @@ static void format_text(const clcnn_model *m, const clcnn_checkpoint_info_v2 *in
     snprintf(t->crop, sizeof t->crop, "%d", info->random_crop);
     snprintf(t->flip, sizeof t->flip, "%d", info->hflip);
     snprintf(t->mseed, sizeof t->mseed, "%" PRIu64, m->seed);
+    snprintf(t->norm, sizeof t->norm, "%s", info->normalize);
 }
 
 /* Writes the optimizer-state file (the s1./s2. tensors present and the optimizer settings)
@@ -365,9 +366,10 @@ static clcnn_status write_weights_tmp(clcnn_model *m, const char *path, const ho
         "label_smoothing", t->ls,
         "random_crop",    t->crop,
         "hflip",          t->flip,
-        "model_seed",     t->mseed};
+        "model_seed",     t->mseed,
+        "normalize",      t->norm};
     /* clang-format on */
-    int nm = add_checksum(ents, m->n_params, meta, 18, hex);
+    int nm = add_checksum(ents, m->n_params, meta, 19, hex);
     if (nm < 0) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     return clcnn_st_write_tmp(path, ents, m->n_params, meta, nm, tmp, &m->err);
 }
@@ -762,6 +764,8 @@ static clcnn_status read_training(clcnn_model *m, const clcnn_st_file *f, const 
     at->label_smoothing = meta_f64(f, "label_smoothing", &ok);
     at->random_crop = (int)meta_i64(f, "random_crop", &ok);
     at->hflip = (int)meta_i64(f, "hflip", &ok);
+    const char *norm = clcnn_st_meta(f, "normalize");
+    if (norm) snprintf(at->normalize, sizeof at->normalize, "%s", norm);
     if (!ok || !(at->schedule_lr >= 0 && at->schedule_lr <= 1e300) || at->total_steps < 0 ||
         !(at->pct_start >= 0 && at->pct_start <= 1) ||
         !(at->label_smoothing >= 0 && at->label_smoothing <= 1) || at->random_crop < 0 ||
@@ -904,6 +908,26 @@ clcnn_status clcnn_checkpoint_peek(const char *path, char *spec, size_t spec_siz
             if (h) *h = hh;
             if (w) *w = ww;
         }
+    }
+    if (st && err && errsize) snprintf(err, errsize, "%s", e.msg);
+    clcnn_st_free(&f);
+    return st;
+}
+
+clcnn_status clcnn_checkpoint_peek_normalize(const char *path, char *norm, size_t size, char *err,
+                                             size_t errsize) {
+    clcnn_st_file f = {0};
+    clcnn_error e = {0};
+    if (!path || !norm || size == 0) return CLCNN_ERR_INVALID_ARGUMENT;
+    clcnn_status st = clcnn_st_read_header(&f, path, &e);
+    norm[0] = '\0';
+    if (!st) {
+        const char *v = clcnn_st_meta(&f, "normalize");
+        if (v && strlen(v) >= size)
+            st = clcnn_fail(&e, CLCNN_ERR_INVALID_ARGUMENT, "%s: its normalisation needs %zu bytes",
+                            path, strlen(v) + 1);
+        else if (v)
+            memcpy(norm, v, strlen(v) + 1);
     }
     if (st && err && errsize) snprintf(err, errsize, "%s", e.msg);
     clcnn_st_free(&f);

@@ -250,7 +250,7 @@ done <<'EOF'
 empty|shorter than the 8-byte header length|shorter than the 8-byte header length
 short|file is 5 bytes|file is 5 bytes
 torn|is beyond the|is beyond the
-hdrlen_beyond|header length 42200 exceeds the 42192 bytes|header length 42200 exceeds
+hdrlen_beyond|bytes that follow it|bytes that follow it
 hdrlen_huge|header length 18446744073709551615 exceeds|header length 18446744073709551615
 json_malformed|malformed JSON header at file offset|malformed JSON header
 json_truncated|malformed JSON header|malformed JSON header

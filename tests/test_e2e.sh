@@ -97,7 +97,7 @@ check "mid-epoch resume identical" $? "A and C epoch_2 differ"
 # schedule's (OneCycleLR(max_lr 0.05, 20 steps, pct_start 0.3), checked against PyTorch in
 # test_schedule_torch), taken at the step before the logged one.
 extra=(--schedule onecycle --label-smoothing 0.1 --random-crop 2 --hflip --no-decay-bn-bias
-    --weight-decay 0.001 --no-tensorboard --model "conv(8,3,pad=1,bias=0) bn relu maxpool(2)
+    --weight-decay 0.001 --no-tensorboard --normalize 0.5,0.25 --model "conv(8,3,pad=1,bias=0) bn relu maxpool(2)
     res(conv(8,3,pad=1,bias=0) bn gelu dropout(0.2)) globalavgpool flatten dropout(0.1) linear(10)")
 "$bin" "${common[@]}" "${extra[@]}" --epochs 2 --metrics "$work/D.jsonl" --save-dir "$work/D/model" \
     >"$work/D.out" 2>&1

@@ -516,6 +516,7 @@ static void parse_args(int argc, char **argv, cli_options *o) {
     if (o->dataset && clcnn_dataset_format_parse(o->dataset) < 0)
         die("--dataset: '%s' is not cifar10, mnist or fashion-mnist", o->dataset);
     apply_recipe(o);
+    if (o->normalize && strlen(o->normalize) > 127) die("--normalize: at most 127 characters");
     if (o->pct_given && o->schedule != CLCNN_SCHEDULE_ONECYCLE)
         die("--pct-start applies to --schedule onecycle only");
     if (o->nesterov && o->momentum <= 0) die("--nesterov needs --momentum greater than 0");
@@ -958,7 +959,30 @@ static int list_devices(clcnn_devices *devs, int idx) {
 typedef struct resume_peek {
     char spec[CLCNN_SPEC_MAX_LEN + 1];
     int c, h, w;
+    char normalize[128]; /* the --normalize the run trained with ("" none) */
 } resume_peek;
+
+/* --resume's normalisation: the checkpoint's, unless --normalize (or the --model preset's
+ * recipe) gives the same; another one is refused, as for the other settings. */
+static int resume_normalize(cli_options *o, resume_peek *ck) {
+    char err[1100];
+    if (clcnn_checkpoint_peek_normalize(o->resume, ck->normalize, sizeof ck->normalize, err,
+                                        sizeof err)) {
+        say("--resume: %s", err);
+        return -1;
+    }
+    if (!o->normalize) {
+        if (ck->normalize[0]) o->normalize = ck->normalize;
+        return 0;
+    }
+    if (strcmp(o->normalize, ck->normalize) != 0) {
+        say("--resume: --normalize %s conflicts with the checkpoint's %s; leave it out to "
+            "continue with the checkpoint's",
+            o->normalize, ck->normalize[0] ? ck->normalize : "(none)");
+        return -1;
+    }
+    return 0;
+}
 
 /* Inputs are checked before the device is touched: a typo costs nothing. Fills in the default
  * --data, reads --resume's model into ck and opens --metrics. */
@@ -984,6 +1008,7 @@ static int check_inputs(cli_options *o, run_state *r, resume_peek *ck) {
             say("--resume: %s", err);
             return -1;
         }
+        if (resume_normalize(o, ck)) return -1;
     }
     if (!o->eval_only && !o->plan) {
         if (check_writable_dir(o->save_dir, "--save-dir")) return -1;
@@ -1154,6 +1179,7 @@ static int settle_training(run_state *r, cli_options *o, clcnn_checkpoint_info_v
     ck->label_smoothing = o->label_smoothing;
     ck->random_crop = o->random_crop;
     ck->hflip = o->hflip;
+    snprintf(ck->normalize, sizeof ck->normalize, "%s", o->normalize ? o->normalize : "");
     return 0;
 }
 
