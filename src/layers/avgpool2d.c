@@ -3,28 +3,6 @@
 #include "layer.h"
 
 /* Spec syntax (docs/MODEL_SPEC.md): the arguments and rules of maxpool. */
-
-static clcnn_status avgpool2d_finish(const clcnn_spec_parser *p, const clcnn_layer_args *a,
-                                     clcnn_layer_desc *d) {
-    d->kernel = a->val[CLCNN_SLOT_KERNEL];
-    d->stride = clcnn_layer_arg(a, CLCNN_SLOT_STRIDE, d->kernel);
-    d->pad = clcnn_layer_arg(a, CLCNN_SLOT_PAD, 0);
-    /* PyTorch refuses this only when the layer first runs; catching it here points at the
-     * text instead. It also keeps every window's padded size K*K (the divisor). */
-    if (d->pad > d->kernel / 2)
-        return clcnn_spec_fail(p, a->col[CLCNN_SLOT_PAD],
-                               "avgpool pad %d is more than half the kernel %d (PyTorch requires "
-                               "pad <= kernel/2)",
-                               d->pad, d->kernel);
-    return CLCNN_SUCCESS;
-}
-
-static void avgpool2d_format(const clcnn_layer_desc *d, clcnn_spec_buf *b) {
-    clcnn_spec_append(b, "avgpool(%d,stride=%d", d->kernel, d->stride);
-    if (d->pad) clcnn_spec_append(b, ",pad=%d", d->pad);
-    clcnn_spec_append(b, ")");
-}
-
 const clcnn_layer_syntax clcnn_avgpool2d_syntax = {
     .name = "avgpool",
     .aliases = {"avgpool2d", "ap"},
@@ -33,8 +11,8 @@ const clcnn_layer_syntax clcnn_avgpool2d_syntax = {
     .npos = 3,
     .nreq = 1,
     .kw = CLCNN_SLOT_BIT(CLCNN_SLOT_STRIDE) | CLCNN_SLOT_BIT(CLCNN_SLOT_PAD),
-    .finish = avgpool2d_finish,
-    .format = avgpool2d_format,
+    .finish = clcnn_window_finish,
+    .format = clcnn_window_format,
 };
 
 static clcnn_status avgpool_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,

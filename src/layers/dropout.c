@@ -30,13 +30,6 @@ const clcnn_layer_syntax clcnn_dropout_syntax = {
     .format = dropout_format,
 };
 
-static clcnn_status dropout_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
-                                  const char *where) {
-    (void)pl, (void)e, (void)where;
-    n->y = n->x;
-    return CLCNN_SUCCESS;
-}
-
 /* out = in masked and scaled (training, p > 0), or a copy. The backward applies the same mask
  * to the gradient: the seed has not changed since the forward. */
 static clcnn_status dropout_run(const clcnn_node *n, const clcnn_io *io, cl_mem out, cl_mem in) {
@@ -72,7 +65,7 @@ static clcnn_status dropout_backward(const clcnn_node *n, const clcnn_io *io) {
 
 const clcnn_layer_ops clcnn_dropout_ops = {
     .syntax = &clcnn_dropout_syntax,
-    .shape = dropout_shape,
+    .shape = clcnn_shape_same,
     .algos = clcnn_algos_one,
     .plan = clcnn_plan_rules_one,
     .forward = dropout_forward,

@@ -6,12 +6,6 @@
 
 const clcnn_layer_syntax clcnn_gelu_syntax = {.name = "gelu", .torch_name = "GELU"};
 
-static clcnn_status gelu_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e, const char *where) {
-    (void)pl, (void)e, (void)where;
-    n->y = n->x;
-    return CLCNN_SUCCESS;
-}
-
 static clcnn_status gelu_forward(const clcnn_node *n, const clcnn_io *io) {
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_gelu_forward);
     int count = io->N * n->x.c * n->x.h * n->x.w;
@@ -36,7 +30,7 @@ static clcnn_status gelu_backward(const clcnn_node *n, const clcnn_io *io) {
 
 const clcnn_layer_ops clcnn_gelu_ops = {
     .syntax = &clcnn_gelu_syntax,
-    .shape = gelu_shape,
+    .shape = clcnn_shape_same,
     .algos = clcnn_algos_one,
     .plan = clcnn_plan_rules_one,
     .forward = gelu_forward,

@@ -8,17 +8,6 @@
 const clcnn_layer_syntax clcnn_globalavgpool_syntax = {.name = "globalavgpool",
                                                        .torch_name = "AdaptiveAvgPool2d"};
 
-/* C x H x W -> C x 1 x 1; a flat input has no planes to pool. */
-static clcnn_status globalavgpool_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
-                                        const char *where) {
-    (void)pl;
-    if (n->x.flat)
-        return clcnn_fail(e, CLCNN_ERR_SHAPE,
-                          "%s needs a C x H x W input but gets %d flat features", where, n->x.c);
-    n->y = (clcnn_shape){n->x.c, 1, 1, 0};
-    return CLCNN_SUCCESS;
-}
-
 /* y (N, C, 1, 1) = mean of x (N, C, H, W) over H, W. */
 static clcnn_status globalavgpool_forward(const clcnn_node *n, const clcnn_io *io) {
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_globalavgpool_forward);
@@ -51,7 +40,7 @@ static clcnn_status globalavgpool_backward(const clcnn_node *n, const clcnn_io *
 
 const clcnn_layer_ops clcnn_globalavgpool_ops = {
     .syntax = &clcnn_globalavgpool_syntax,
-    .shape = globalavgpool_shape,
+    .shape = clcnn_shape_global,
     .algos = clcnn_algos_one,
     .plan = clcnn_plan_rules_one,
     .forward = globalavgpool_forward,

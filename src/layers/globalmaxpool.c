@@ -8,17 +8,6 @@
 const clcnn_layer_syntax clcnn_globalmaxpool_syntax = {.name = "globalmaxpool",
                                                        .torch_name = "AdaptiveMaxPool2d"};
 
-/* C x H x W -> C x 1 x 1; a flat input has no planes to pool. */
-static clcnn_status globalmaxpool_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
-                                        const char *where) {
-    (void)pl;
-    if (n->x.flat)
-        return clcnn_fail(e, CLCNN_ERR_SHAPE,
-                          "%s needs a C x H x W input but gets %d flat features", where, n->x.c);
-    n->y = (clcnn_shape){n->x.c, 1, 1, 0};
-    return CLCNN_SUCCESS;
-}
-
 /* y, argmax (N, C, 1, 1) = max of x (N, C, H, W) over H, W, and its index ih*W + iw. */
 static clcnn_status globalmaxpool_forward(const clcnn_node *n, const clcnn_io *io) {
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_globalmaxpool_forward);
@@ -59,7 +48,7 @@ static void globalmaxpool_workspace(const clcnn_context *ctx, const clcnn_node *
 
 const clcnn_layer_ops clcnn_globalmaxpool_ops = {
     .syntax = &clcnn_globalmaxpool_syntax,
-    .shape = globalmaxpool_shape,
+    .shape = clcnn_shape_global,
     .algos = clcnn_algos_one,
     .plan = clcnn_plan_rules_one,
     .workspace = globalmaxpool_workspace,

@@ -94,6 +94,22 @@ clcnn_status clcnn_node_init(clcnn_node *n, const clcnn_layer_desc *d, int layer
     return CLCNN_SUCCESS;
 }
 
+clcnn_status clcnn_shape_same(clcnn_node *n, clcnn_params *pl, clcnn_error *e, const char *where) {
+    (void)pl, (void)e, (void)where;
+    n->y = n->x;
+    return CLCNN_SUCCESS;
+}
+
+clcnn_status clcnn_shape_global(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
+                                const char *where) {
+    (void)pl;
+    if (n->x.flat)
+        return clcnn_fail(e, CLCNN_ERR_SHAPE,
+                          "%s needs a C x H x W input but gets %d flat features", where, n->x.c);
+    n->y = (clcnn_shape){n->x.c, 1, 1, 0};
+    return CLCNN_SUCCESS;
+}
+
 int clcnn_algos_one(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
     (void)ctx;
     if (pass == CLCNN_PASS_FORWARD) return out[0] = CLCNN_ALGO_KERNEL, 1;

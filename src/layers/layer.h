@@ -188,6 +188,19 @@ clcnn_status clcnn_node_init(clcnn_node *n, const clcnn_layer_desc *d, int layer
  * error naming `where`. */
 clcnn_status clcnn_window_shape(clcnn_node *n, clcnn_error *e, const char *where);
 
+/* Shape functions shared by several kinds: the output has the input's shape (elementwise
+ * layers, the residual sum; the planner checks a residual body's shape); C x H x W -> C x 1 x 1
+ * (global pools; a flat input is a shape error naming `where`). */
+clcnn_status clcnn_shape_same(clcnn_node *n, clcnn_params *pl, clcnn_error *e, const char *where);
+clcnn_status clcnn_shape_global(clcnn_node *n, clcnn_params *pl, clcnn_error *e, const char *where);
+
+/* The spec arguments of a K x K window (maxpool, avgpool): kernel, stride (default K) and pad
+ * (default 0, at most K/2 as PyTorch requires), and their canonical text
+ * "NAME(K,stride=S[,pad=P])". */
+clcnn_status clcnn_window_finish(const clcnn_spec_parser *p, const clcnn_layer_args *a,
+                                 clcnn_layer_desc *d);
+void clcnn_window_format(const clcnn_layer_desc *d, clcnn_spec_buf *b);
+
 /* Default algorithm choice shared by the layers that have one way per pass. */
 int clcnn_algos_one(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out);
 void clcnn_plan_rules_one(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *f);

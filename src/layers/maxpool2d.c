@@ -4,23 +4,24 @@
 
 /* Spec syntax (docs/MODEL_SPEC.md) */
 
-static clcnn_status maxpool2d_finish(const clcnn_spec_parser *p, const clcnn_layer_args *a,
-                                     clcnn_layer_desc *d) {
+clcnn_status clcnn_window_finish(const clcnn_spec_parser *p, const clcnn_layer_args *a,
+                                 clcnn_layer_desc *d) {
     d->kernel = a->val[CLCNN_SLOT_KERNEL];
     d->stride = clcnn_layer_arg(a, CLCNN_SLOT_STRIDE, d->kernel);
     d->pad = clcnn_layer_arg(a, CLCNN_SLOT_PAD, 0);
     /* PyTorch refuses this only when the layer first runs; catching it here points at the
-     * text instead. */
+     * text instead. (It also keeps every average's divisor K*K.) */
     if (d->pad > d->kernel / 2)
         return clcnn_spec_fail(p, a->col[CLCNN_SLOT_PAD],
-                               "maxpool pad %d is more than half the kernel %d (PyTorch requires "
+                               "%s pad %d is more than half the kernel %d (PyTorch requires "
                                "pad <= kernel/2)",
-                               d->pad, d->kernel);
+                               clcnn_layer_syntax_of(d->kind)->name, d->pad, d->kernel);
     return CLCNN_SUCCESS;
 }
 
-static void maxpool2d_format(const clcnn_layer_desc *d, clcnn_spec_buf *b) {
-    clcnn_spec_append(b, "maxpool(%d,stride=%d", d->kernel, d->stride);
+void clcnn_window_format(const clcnn_layer_desc *d, clcnn_spec_buf *b) {
+    clcnn_spec_append(b, "%s(%d,stride=%d", clcnn_layer_syntax_of(d->kind)->name, d->kernel,
+                      d->stride);
     if (d->pad) clcnn_spec_append(b, ",pad=%d", d->pad);
     clcnn_spec_append(b, ")");
 }
@@ -33,8 +34,8 @@ const clcnn_layer_syntax clcnn_maxpool2d_syntax = {
     .npos = 3,
     .nreq = 1,
     .kw = CLCNN_SLOT_BIT(CLCNN_SLOT_STRIDE) | CLCNN_SLOT_BIT(CLCNN_SLOT_PAD),
-    .finish = maxpool2d_finish,
-    .format = maxpool2d_format,
+    .finish = clcnn_window_finish,
+    .format = clcnn_window_format,
 };
 
 /* The output size of a window of K with stride and pad over an input of `in` (checked by the

@@ -5,12 +5,6 @@
 
 const clcnn_layer_syntax clcnn_relu_syntax = {.name = "relu", .torch_name = "ReLU"};
 
-static clcnn_status relu_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e, const char *where) {
-    (void)pl, (void)e, (void)where;
-    n->y = n->x;
-    return CLCNN_SUCCESS;
-}
-
 /* y (N*C*H*W) = max(x, 0); a NaN passes through, as PyTorch's clamp_min. */
 static clcnn_status relu_forward(const clcnn_node *n, const clcnn_io *io) {
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_relu_forward);
@@ -42,7 +36,7 @@ static clcnn_status relu_backward(const clcnn_node *n, const clcnn_io *io) {
 
 const clcnn_layer_ops clcnn_relu_ops = {
     .syntax = &clcnn_relu_syntax,
-    .shape = relu_shape,
+    .shape = clcnn_shape_same,
     .algos = clcnn_algos_one,
     .plan = clcnn_plan_rules_one,
     .forward = relu_forward,

@@ -12,13 +12,6 @@ const clcnn_layer_syntax clcnn_res_syntax = {
     .group = 1,
 };
 
-/* The planner checks that the body's output has this shape. */
-static clcnn_status res_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e, const char *where) {
-    (void)pl, (void)e, (void)where;
-    n->y = n->x;
-    return CLCNN_SUCCESS;
-}
-
 static clcnn_status res_forward(const clcnn_node *n, const clcnn_io *io) {
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_add_f32);
     int count = io->N * n->y.c * n->y.h * n->y.w;
@@ -56,7 +49,7 @@ static int res_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, cl
 
 const clcnn_layer_ops clcnn_res_ops = {
     .syntax = &clcnn_res_syntax,
-    .shape = res_shape,
+    .shape = clcnn_shape_same,
     .algos = res_algos,
     .plan = clcnn_plan_rules_one,
     .forward = res_forward,

@@ -28,13 +28,6 @@ const clcnn_layer_syntax clcnn_scale_syntax = {
     .format = scale_format,
 };
 
-static clcnn_status scale_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
-                                const char *where) {
-    (void)pl, (void)e, (void)where;
-    n->y = n->x;
-    return CLCNN_SUCCESS;
-}
-
 static clcnn_status scale_run(const clcnn_node *n, const clcnn_io *io, cl_mem out, cl_mem in) {
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_scale_f32);
     int count = io->N * n->x.c * n->x.h * n->x.w;
@@ -57,7 +50,7 @@ static clcnn_status scale_backward(const clcnn_node *n, const clcnn_io *io) {
 
 const clcnn_layer_ops clcnn_scale_ops = {
     .syntax = &clcnn_scale_syntax,
-    .shape = scale_shape,
+    .shape = clcnn_shape_same,
     .algos = clcnn_algos_one,
     .plan = clcnn_plan_rules_one,
     .forward = scale_forward,
