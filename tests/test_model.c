@@ -47,9 +47,9 @@ static void check_names(void) {
 static void check_nested_names(void) {
     clcnn_model *m = NULL;
     CHECK(clcnn_model_create(&m, ctx, "resnet", 1, 28, 28, 1) == CLCNN_SUCCESS);
-    const char *want[] = {"7.0.weight",         "7.1.weight",      "7.1.bias",
-                          "7.1.running_mean",   "7.1.running_var", "7.1.num_batches_tracked",
-                          "7.3.weight",         "7.4.weight"};
+    const char *want[] = {"7.0.weight",       "7.1.weight",      "7.1.bias",
+                          "7.1.running_mean", "7.1.running_var", "7.1.num_batches_tracked",
+                          "7.3.weight",       "7.4.weight"};
     int first = -1, n = clcnn_model_param_count(m);
     size_t trained = 0, buffers = 0;
     for (int i = 0; i < n; i++) {
