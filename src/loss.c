@@ -4,11 +4,11 @@
 clcnn_status clcnn_cross_entropy(clcnn_context *ctx, cl_mem loss, cl_mem correct, cl_mem glogits,
                                  cl_mem logits, int zoff, cl_mem labels, int N, int K, cl_mem acc,
                                  cl_mem acc_correct, float divisor, int accumulate,
-                                 double smoothing) {
+                                 double smoothing, int grad_n) {
     clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_cross_entropy);
     clcnn_kern *r = clcnn_kernel(ctx, CLCNN_K_loss_reduce);
     int want_grad = glogits != NULL;
-    float inv_n = 1.0f / (float)N;
+    float inv_n = 1.0f / (float)grad_n;
     /* PyTorch's (1 - label_smoothing) and label_smoothing / n_classes: doubles, then fp32
      * scalars against fp32 tensors. 0 keeps the plain kernel path, bit for bit. */
     int smooth = smoothing > 0;

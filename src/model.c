@@ -379,6 +379,7 @@ static clcnn_io node_io(const clcnn_model *m, int i, int n, int training) {
     io.N = n;
     io.training = training;
     io.seed = node_seed(m, i);
+    io.sample0 = m->sample0;
     return io;
 }
 
@@ -460,15 +461,22 @@ static clcnn_status backward(clcnn_model *m, int n) {
     return ctx_status(m, st);
 }
 
-clcnn_status clcnn_model_loss(clcnn_model *m, int n, int want_grad, int sum, int accumulate) {
+/* The loss of n samples; want_grad: its gradient, divided by grad_n; the accumulator gets the
+ * losses' sum divided by `divisor`. */
+static clcnn_status loss(clcnn_model *m, int n, int want_grad, float divisor, int accumulate,
+                         int grad_n) {
     clcnn_prof_section(m->ctx, "cross-entropy", 0);
     clcnn_status st = clcnn_cross_entropy(
         m->ctx, m->loss_vec, m->correct_vec, want_grad ? m->gact[m->n_nodes] : NULL,
-        m->act[m->n_nodes], 0, m->labels, n, m->out_size, m->acc, m->acc_correct,
-        sum ? 1.0f : (float)n, accumulate, m->label_smoothing);
+        m->act[m->n_nodes], 0, m->labels, n, m->out_size, m->acc, m->acc_correct, divisor,
+        accumulate, m->label_smoothing, grad_n);
     m->last_n = n;
     clcnn_prof_section(m->ctx, NULL, 0);
     return ctx_status(m, st);
+}
+
+clcnn_status clcnn_model_loss(clcnn_model *m, int n, int want_grad, int sum, int accumulate) {
+    return loss(m, n, want_grad, sum ? 1.0f : (float)n, accumulate, n);
 }
 
 /* How many parameters, from the first, weight decay applies to. */
@@ -532,11 +540,16 @@ clcnn_status clcnn_model_optimizer_step(clcnn_model *m) {
     return ctx_status(m, clcnn_launch1d(ctx, k, &a, (size_t)n));
 }
 
-clcnn_status clcnn_model_train_staged(clcnn_model *m, int n) {
+clcnn_status clcnn_model_grad_staged(clcnn_model *m, int n, int global_n) {
     clcnn_status st;
     if ((st = forward(m, n, 1))) return st;
-    if ((st = clcnn_model_loss(m, n, 1, 0, 0))) return st;
-    if ((st = backward(m, n))) return st;
+    if ((st = loss(m, n, 1, (float)global_n, 0, global_n))) return st;
+    return backward(m, n);
+}
+
+clcnn_status clcnn_model_train_staged(clcnn_model *m, int n) {
+    clcnn_status st;
+    if ((st = clcnn_model_grad_staged(m, n, n))) return st;
     return clcnn_model_optimizer_step(m);
 }
 

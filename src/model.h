@@ -46,6 +46,9 @@ struct clcnn_model {
     clcnn_node_ws shared; /* floats allocated in col, rows, xpad, wflip */
     /* The loss's label smoothing, 0..1, as given (clcnn_model_set_label_smoothing). */
     double label_smoothing;
+    /* The index of the staged batch's first sample within the step's global batch: a
+     * data-parallel share's offset (0 on one device). Dropout draws by global sample. */
+    int sample0;
 };
 
 clcnn_status clcnn_model_reserve(clcnn_model *m, int n);
@@ -62,6 +65,10 @@ clcnn_status clcnn_model_forward(clcnn_model *m, int n);
 clcnn_status clcnn_model_loss(clcnn_model *m, int n, int want_grad, int sum, int accumulate);
 clcnn_status clcnn_model_optimizer_step(clcnn_model *m);
 clcnn_status clcnn_model_train_staged(clcnn_model *m, int n);
+/* Forward and backward of a training step on the n staged samples, one share of a global batch
+ * of global_n: gradients of sum(loss) / global_n, the accumulator sum(loss) / global_n. The
+ * optimizer does not step. */
+clcnn_status clcnn_model_grad_staged(clcnn_model *m, int n, int global_n);
 /* Reads the accumulators (waits for the queue). */
 clcnn_status clcnn_model_read_acc(clcnn_model *m, float *loss, int *correct);
 

@@ -744,7 +744,7 @@ static int check_ce_eps(const lo_ctx *lc, int N, int K, double scale, int seed, 
     d.p = dev_buf(ctx, 1, 4, NULL, &r), d.g = dev_buf(ctx, 1, 4, NULL, &r);
     d.gy = dev_buf(ctx, (size_t)N, 1, lab, &r);
     if (r.ok && clcnn_cross_entropy(ctx, d.y, d.aux, d.gx, d.x, 0, d.gy, N, K, d.p, d.g, (float)N,
-                                    0, eps) != CLCNN_SUCCESS)
+                                    0, eps, N) != CLCNN_SUCCESS)
         fail(&r, "clcnn_cross_entropy: %s", clcnn_context_errmsg(ctx));
     lo_tensor tl = {"loss", 1, {1, 0, 0, 0}}, tg = {"grad", 2, {N, K, 0, 0}};
     lo_tensor ta = {"accumulated loss", 1, {1, 0, 0, 0}};
@@ -753,7 +753,7 @@ static int check_ce_eps(const lo_ctx *lc, int N, int K, double scale, int seed, 
     if (r.ok) clEnqueueReadBuffer(ctx->queue, d.g, CL_TRUE, 0, 4, &dcorrect, 0, NULL, NULL);
     if (r.ok && dcorrect != correct) fail(&r, "%d correct, want %d", dcorrect, correct);
     if (r.ok && clcnn_cross_entropy(ctx, d.y, d.aux, NULL, d.x, 0, d.gy, N, K, d.p, d.g, 1.0f, 1,
-                                    eps) != CLCNN_SUCCESS)
+                                    eps, N) != CLCNN_SUCCESS)
         fail(&r, "clcnn_cross_entropy (accumulating): %s", clcnn_context_errmsg(ctx));
     compare(ctx, &r, &ta, d.p, 0, &two, 1);
     snprintf(label, sizeof label, "cross-entropy N%d K%d scale %g smoothing %g", N, K, scale, eps);

@@ -45,11 +45,14 @@ static clcnn_status dropout_run(const clcnn_node *n, const clcnn_io *io, cl_mem 
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_dropout_forward);
     float p = (float)n->d.p, scale = n->d.p < 1.0 ? (float)(1.0 / (1.0 - n->d.p)) : 0.0f;
     cl_uint seed = io->seed;
+    /* The element index is global over the step's whole batch (uint arithmetic, as the hash) */
+    cl_uint base = (cl_uint)io->sample0 * (cl_uint)(n->x.c * n->x.h * n->x.w);
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, out);
     CLCNN_ARG(&a, in);
     CLCNN_ARG(&a, count);
     CLCNN_ARG(&a, seed);
+    CLCNN_ARG(&a, base);
     CLCNN_ARG(&a, p);
     CLCNN_ARG(&a, scale);
     return clcnn_launch1d(io->ctx, k, &a, (size_t)count);

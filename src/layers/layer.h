@@ -125,6 +125,10 @@ typedef struct clcnn_io {
     /* A node's own random stream for this step (dropout masks): a function of the model's
      * seed, its step count and the node, so a run repeats and resumes bit for bit. */
     cl_uint seed;
+    /* The batch's first sample within the step's global batch (a data-parallel share's
+     * offset; 0 on one device): random draws are keyed by global sample, so every split of a
+     * batch draws what one device draws. */
+    int sample0;
     /* Running statistics: the stats buffer and the offset of the node's first (-1: none). */
     cl_mem stats;
     int soff;
