@@ -1,6 +1,9 @@
 /* A context: one device, an in-order queue and every kernel built for it. */
 #include "context.h"
 
+#include <pthread.h>
+#include <stdio.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -153,6 +156,58 @@ size_t clcnn_context_profile_report(clcnn_context *ctx, char *buf, size_t size) 
     return clcnn_prof_report(ctx->prof, buf, size);
 }
 
+/* ---- PoCL's shared kernel-handle cache ------------------------------------------------------
+ * PoCL before 6.0 keeps one process-wide cache of compiled work-group functions, keyed by the
+ * kernel's build hash, and releases an entry by searching for the first one with the same hash
+ * and local size: when two devices (two threads) run the same kernel at once with different
+ * grids it releases the other's entry and aborts (`pocl_release_dlhandle_cache: Assertion
+ * found->ref_count > 0`; fixed by pocl's "fix dlhandle cache", 2024). Contexts alive at the same
+ * time on the same PoCL device therefore build their programs with distinct tags
+ * (-DCLCNN_CONTEXT_TAG=n, n > 0 from the second one on), so they share no entry. The first
+ * context keeps the plain build, and a tag is reused once its context is freed. */
+
+enum { TAG_DEVICES = 32 };
+static pthread_mutex_t tag_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char key[300]; /* platform and device name */
+    uint64_t used; /* bit n: tag n is taken */
+} tag_table[TAG_DEVICES];
+
+/* Whether the platform is PoCL before 6.0 ("OpenCL 3.0 PoCL 3.1+debian ..."). */
+static int pocl_shared_cache(const clcnn_device_info *in) {
+    const char *p = strstr(in->platform_version, "PoCL ");
+    return p && atoi(p + 5) < 6;
+}
+
+/* Takes the lowest free tag for the context's device; -1 when none is needed. */
+static int take_tag(const clcnn_device_info *in) {
+    char key[300];
+    int tag = -1;
+    if (!pocl_shared_cache(in)) return -1;
+    snprintf(key, sizeof key, "%s|%s", in->platform_name, in->name);
+    pthread_mutex_lock(&tag_lock);
+    for (int i = 0; i < TAG_DEVICES && tag < 0; i++) {
+        if (tag_table[i].used && strcmp(tag_table[i].key, key) != 0) continue;
+        if (!tag_table[i].used) snprintf(tag_table[i].key, sizeof tag_table[i].key, "%s", key);
+        for (int t = 0; t < 64 && tag < 0; t++)
+            if (!(tag_table[i].used & (1ull << t))) tag = t;
+        if (tag >= 0) tag_table[i].used |= 1ull << tag;
+    }
+    pthread_mutex_unlock(&tag_lock);
+    return tag < 0 ? 0 : tag; /* a full table: no tag rather than no context */
+}
+
+static void give_tag(const clcnn_device_info *in, int tag) {
+    char key[300];
+    if (tag < 0) return;
+    snprintf(key, sizeof key, "%s|%s", in->platform_name, in->name);
+    pthread_mutex_lock(&tag_lock);
+    for (int i = 0; i < TAG_DEVICES; i++)
+        if (tag_table[i].used && strcmp(tag_table[i].key, key) == 0)
+            tag_table[i].used &= ~(1ull << tag);
+    pthread_mutex_unlock(&tag_lock);
+}
+
 /* Shared tail of both constructors: profiler, work-group defaults, every kernel (built or
  * cached), the GEMM backends and the tuner. */
 static clcnn_status finish_context(clcnn_context *ctx, const clcnn_settings *s, int profiling,
@@ -169,6 +224,10 @@ static clcnn_status finish_context(clcnn_context *ctx, const clcnn_settings *s, 
              ctx->info.type == CLCNN_DEVICE_GPU   ? "GPU"
              : ctx->info.type == CLCNN_DEVICE_CPU ? "CPU"
                                                   : "OTHER");
+    ctx->tag = take_tag(&ctx->info);
+    if (ctx->tag > 0)
+        snprintf(options + strlen(options), sizeof options - strlen(options),
+                 " -DCLCNN_CONTEXT_TAG=%d", ctx->tag);
     ctx->n_progs = clcnn_kernel_source_count;
     ctx->progs = calloc((size_t)ctx->n_progs + 1, sizeof *ctx->progs);
     if (!ctx->progs)
@@ -197,6 +256,7 @@ clcnn_status clcnn_context_create(clcnn_context **out, const clcnn_devices *devs
     if (!out) return CLCNN_ERR_INVALID_ARGUMENT;
     *out = ctx = calloc(1, sizeof *ctx);
     if (!ctx) return CLCNN_ERR_OUT_OF_HOST_MEMORY;
+    ctx->tag = -1;
     if (!devs || clcnn_devices_cl_ids(devs, index, &ctx->platform, &ctx->device) != 0)
         return clcnn_fail(&ctx->err, CLCNN_ERR_DEVICE_INDEX,
                           "device index %d is not in the visible list (%d device%s)", index,
@@ -225,6 +285,7 @@ clcnn_status clcnn_context_create_from_cl(clcnn_context **out, void *cl_ctx, voi
     if (!out) return CLCNN_ERR_INVALID_ARGUMENT;
     *out = ctx = calloc(1, sizeof *ctx);
     if (!ctx) return CLCNN_ERR_OUT_OF_HOST_MEMORY;
+    ctx->tag = -1;
     if (!cl_ctx || !cl_queue)
         return clcnn_fail(&ctx->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL cl_context or queue");
     if ((st = clcnn_settings_resolve(&s, opts, &ctx->err)) != CLCNN_SUCCESS) return st;
@@ -258,6 +319,7 @@ clcnn_status clcnn_context_create_from_cl(clcnn_context **out, void *cl_ctx, voi
 void clcnn_context_free(clcnn_context *ctx) {
     if (!ctx) return;
     if (ctx->queue) clFinish(ctx->queue);
+    give_tag(&ctx->info, ctx->tag);
     clcnn_gemm_free(ctx->gemm);
     clcnn_prof_free(ctx->prof);
     clcnn_tuner_free(ctx->tuner);

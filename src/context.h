@@ -30,6 +30,8 @@ struct clcnn_context {
     size_t local1d;                  /* work-group size for 1-D element-wise kernels */
     int cache_hit;
     double build_seconds;
+    /* This context's programs' tag on PoCL before 6.0 (context.c); -1: untagged. */
+    int tag;
     /* The convolution algorithm asked for (clcnn_context_options.conv_algo, CLCNN_CONV_ALGO):
      * 0 = the rules per device decide, 1 = direct, 2 = im2col. The model's planner reads it. */
     int conv_algo;
