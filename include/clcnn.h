@@ -23,9 +23,9 @@ extern "C" {
 #endif
 
 #define CLCNN_VERSION_MAJOR 0
-#define CLCNN_VERSION_MINOR 3
+#define CLCNN_VERSION_MINOR 4
 #define CLCNN_VERSION_PATCH 0
-#define CLCNN_VERSION_STRING "0.3.0"
+#define CLCNN_VERSION_STRING "0.4.0"
 /* One number for comparisons: major*10000 + minor*100 + patch. */
 #define CLCNN_VERSION_NUMBER                                                                       \
     (CLCNN_VERSION_MAJOR * 10000 + CLCNN_VERSION_MINOR * 100 + CLCNN_VERSION_PATCH)
@@ -47,7 +47,10 @@ typedef enum clcnn_status {
     CLCNN_ERR_BLAS = -2011,          /* the GEMM backend (CLBlast) failed */
     CLCNN_ERR_NUMERIC = -2012,       /* a NaN or Inf appeared */
     CLCNN_ERR_UNSUPPORTED = -2013,   /* the device lacks something clcnn needs */
-    CLCNN_ERR_STATE = -2014          /* a call made in the wrong order */
+    CLCNN_ERR_STATE = -2014,         /* a call made in the wrong order */
+    CLCNN_ERR_COMM = -2015,          /* a data-parallel transport call failed, or replicas differ */
+    CLCNN_ERR_PEER = -2016           /* another process of a data-parallel group failed (its own
+                                        error says why); this one stopped with it */
 } clcnn_status;
 
 /* A short constant name for a status ("CLCNN_ERR_IO", "CL_OUT_OF_RESOURCES"). Never NULL. */
@@ -535,6 +538,93 @@ clcnn_status clcnn_model_train_epoch(clcnn_model *model, clcnn_dataset *ds, int 
  * correct predictions. Waits. */
 clcnn_status clcnn_model_evaluate(clcnn_model *model, clcnn_dataset *ds, int batch_size,
                                   double *mean_loss, int *correct);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Data-parallel training                                                                     */
+
+/* How the replicas of other processes are reached: a transport the embedder provides
+ * (clcnn_train provides one on MPI). Every call is collective: each process makes the same
+ * calls in the same order with the same sizes. A callback returns 0 on success; anything else
+ * fails the library call with CLCNN_ERR_COMM. The struct is copied; user must stay valid. */
+typedef struct clcnn_comm {
+    int rank; /* this process, 0 .. size-1 */
+    int size; /* processes taking part */
+    void *user;
+    /* Sums n floats element-wise over every process, in place (MPI_Allreduce, MPI_SUM). */
+    int (*allreduce_float)(void *user, float *buf, size_t n);
+    /* The same for doubles (losses, hit counts, timings). */
+    int (*allreduce_double)(void *user, double *buf, size_t n);
+    /* Copies `bytes` bytes from process root's buf into every other process's buf. */
+    int (*broadcast)(void *user, void *buf, size_t bytes, int root);
+} clcnn_comm;
+
+/* A data-parallel group: one model replica per context in this process, optionally spanning
+ * processes through a clcnn_comm. A global batch of n samples is split into contiguous shares,
+ * first across processes (rank order), then across each process's replicas, each split as even
+ * as possible (parts differ by at most one sample). Each replica runs forward and backward on
+ * its share with the loss divided by the global n, the gradients are summed over every
+ * replica (host-staged: read, summed in replica order, all-reduced, written back), and every
+ * replica applies the same optimizer update: the single-device step on the same global batch,
+ * up to the order of float additions. Dropout draws by the sample's place in the global batch,
+ * as one device does. Each replica runs in its own thread. A failure in any process fails the
+ * step (or evaluation) in every process: with its own error where it happened, with
+ * CLCNN_ERR_PEER elsewhere, so no process is left waiting in a collective.
+ * BatchNorm normalises each share with its own batch statistics, as PyTorch's
+ * DistributedDataParallel without SyncBatchNorm; after every step the running statistics of
+ * replica 0 of rank 0 are copied to every replica (DDP's broadcast_buffers), so evaluation
+ * and checkpoints use them. */
+typedef struct clcnn_replicas clcnn_replicas;
+
+/* Makes a group of n models (n >= 1, each on its own context, all with the same spec and input
+ * shape); the caller keeps them and frees them after the group. The group gives every replica
+ * replica 0's optimizer settings, label smoothing, parameters, running statistics, optimizer
+ * state and step count (over comm: rank 0's), after checking through comm that every process
+ * has the same model, optimizer settings and label smoothing (else CLCNN_ERR_COMM). comm
+ * NULL: this process alone. Collective over comm. On failure *out still receives a handle
+ * (unless memory ran out) whose errmsg says why; free it either way. */
+clcnn_status clcnn_replicas_create(clcnn_replicas **out, clcnn_model *const *models, int n,
+                                   const clcnn_comm *comm);
+/* Stops the group's threads and frees it (not the models). NULL is a no-op. */
+void clcnn_replicas_free(clcnn_replicas *r);
+const char *clcnn_replicas_errmsg(const clcnn_replicas *r);
+clcnn_status clcnn_replicas_errcode(const clcnn_replicas *r);
+
+/* Replicas in this process, and in all processes together. */
+int clcnn_replicas_local_count(const clcnn_replicas *r);
+int clcnn_replicas_global_count(const clcnn_replicas *r);
+
+/* The share of a global batch of n samples that local replica i takes: samples
+ * [first + *offset, first + *offset + *count) of the batch (offset within the global batch).
+ * *count may be 0 (n smaller than the replicas): that replica only applies the update. */
+void clcnn_replicas_share(const clcnn_replicas *r, int n, int i, int *offset, int *count);
+
+/* One data-parallel training step on samples order[first .. first+n) of the data sets:
+ * ds[i] belongs to replica i's context and every ds[i] (in every process) holds the same
+ * samples in the same epoch order (clcnn_dataset_set_epoch on each). Waits for the step (the
+ * gradients cross the host). Collective over comm. */
+clcnn_status clcnn_replicas_train_dataset(clcnn_replicas *r, clcnn_dataset *const *ds, int first,
+                                          int n);
+
+/* The last step's mean loss and hits over the whole global batch. */
+clcnn_status clcnn_replicas_last_loss(clcnn_replicas *r, float *loss, int *correct);
+
+/* clcnn_model_train_epoch_v2 over the group: the same batches, schedule, augmentation, hook
+ * and progress callback, each step data-parallel; the callbacks see global figures. */
+clcnn_status clcnn_replicas_train_epoch(clcnn_replicas *r, clcnn_dataset *const *ds,
+                                        const clcnn_train_options *opts, int64_t *batches_done);
+
+/* clcnn_model_evaluate over the group: each replica evaluates a contiguous part of the test
+ * set (ds[i] as above) with the common running statistics; the sums are combined. Collective
+ * over comm. */
+clcnn_status clcnn_replicas_evaluate(clcnn_replicas *r, clcnn_dataset *const *ds, int batch_size,
+                                     double *mean_loss, int *correct);
+
+/* Where the group's time went since it was made, in seconds, summed over steps: compute is
+ * the slowest replica's forward and backward, wait the time replicas of this process sat idle
+ * for the slowest one (summed over replicas), reduce the host-side gradient sum, all-reduce
+ * and write-back, steps the number of steps. Any pointer may be NULL. */
+void clcnn_replicas_timing(const clcnn_replicas *r, double *compute, double *wait, double *reduce,
+                           int64_t *steps);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Checkpoints (safetensors)                                                                  */

@@ -134,6 +134,8 @@ const char *clcnn_status_str(clcnn_status status) {
     case CLCNN_ERR_NUMERIC: return "CLCNN_ERR_NUMERIC";
     case CLCNN_ERR_UNSUPPORTED: return "CLCNN_ERR_UNSUPPORTED";
     case CLCNN_ERR_STATE: return "CLCNN_ERR_STATE";
+    case CLCNN_ERR_COMM: return "CLCNN_ERR_COMM";
+    case CLCNN_ERR_PEER: return "CLCNN_ERR_PEER";
     }
     if ((int)status < 0 && (int)status > -2000) return clcnn_cl_error_name((int)status);
     return "CLCNN_UNKNOWN_STATUS";

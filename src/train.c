@@ -4,8 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "data/device_dataset.h"
-#include "model.h"
+#include "replicas.h"
 #include "schedule.h"
 
 /* ---- augmentation -------------------------------------------------------------------------- */
@@ -33,19 +32,10 @@ void clcnn_augment_sample(uint64_t seed, int64_t epoch, int sample, int random_c
     if (flip) *flip = hflip ? (int)(h >> 63) : 0;
 }
 
-/* What a batch's gather does beyond copying: the epoch key and the crop padding and flip
- * (none: all 0, as evaluation stages). */
-typedef struct augment {
-    uint64_t key;
-    int pad, hflip;
-} augment;
-
 /* ---- the loop ------------------------------------------------------------------------------ */
 
-/* Gathers samples [first, first+n) (through the epoch's order when use_order) into the model's
- * input and label buffers, augmented as aug says. */
-static clcnn_status stage(clcnn_model *m, clcnn_dataset *ds, int first, int n, int use_order,
-                          augment aug) {
+clcnn_status clcnn_stage_batch(clcnn_model *m, clcnn_dataset *ds, int first, int n, int use_order,
+                               clcnn_augment aug) {
     clcnn_status st;
     if (!m || !ds) return CLCNN_ERR_INVALID_ARGUMENT;
     if (ds->ctx != m->ctx)
@@ -88,12 +78,26 @@ static clcnn_status stage(clcnn_model *m, clcnn_dataset *ds, int first, int n, i
     return st;
 }
 
-static const augment no_augment = {0, 0, 0};
+static const clcnn_augment no_augment = {0, 0, 0};
 
 clcnn_status clcnn_model_train_dataset(clcnn_model *m, clcnn_dataset *ds, int first, int n) {
-    clcnn_status st = stage(m, ds, first, n, 1, no_augment);
+    clcnn_status st = clcnn_stage_batch(m, ds, first, n, 1, no_augment);
     if (st) return st;
     return clcnn_model_train_staged(m, n);
+}
+
+clcnn_status clcnn_evaluate_range(clcnn_model *m, clcnn_dataset *ds, int first, int count,
+                                  int batch_size, float *sum, int *hits) {
+    clcnn_status st;
+    for (int b = first; b < first + count; b += batch_size) {
+        int n = first + count - b < batch_size ? first + count - b : batch_size;
+        if ((st = clcnn_stage_batch(m, ds, b, n, 0, no_augment))) return st;
+        if ((st = clcnn_model_forward(m, n))) return st;
+        if ((st = clcnn_model_loss(m, n, 0, 1, b > first))) return st;
+    }
+    st = clcnn_model_read_acc(m, sum, hits);
+    m->last_n = 0; /* the accumulators now hold a sum, not a batch's mean */
+    return st;
 }
 
 clcnn_status clcnn_model_evaluate(clcnn_model *m, clcnn_dataset *ds, int batch_size,
@@ -102,18 +106,11 @@ clcnn_status clcnn_model_evaluate(clcnn_model *m, clcnn_dataset *ds, int batch_s
     if (!m || !ds) return CLCNN_ERR_INVALID_ARGUMENT;
     if (batch_size <= 0)
         return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "batch size %d", batch_size);
-    for (int first = 0; first < ds->n; first += batch_size) {
-        int n = ds->n - first < batch_size ? ds->n - first : batch_size;
-        if ((st = stage(m, ds, first, n, 0, no_augment))) return st;
-        if ((st = clcnn_model_forward(m, n))) return st;
-        if ((st = clcnn_model_loss(m, n, 0, 1, first > 0))) return st;
-    }
     float sum = 0;
     int hits = 0;
-    if ((st = clcnn_model_read_acc(m, &sum, &hits))) return st;
+    if ((st = clcnn_evaluate_range(m, ds, 0, ds->n, batch_size, &sum, &hits))) return st;
     if (mean_loss) *mean_loss = (double)sum / ds->n;
     if (correct) *correct = hits;
-    m->last_n = 0; /* the accumulators now hold a sum, not a batch's mean */
     return CLCNN_SUCCESS;
 }
 
@@ -141,87 +138,125 @@ static int64_t epoch_batches(int n, const clcnn_train_options *o) {
     return o->drop_last ? n / o->batch_size : (n + (int64_t)o->batch_size - 1) / o->batch_size;
 }
 
-static clcnn_status check_options(clcnn_model *m, const clcnn_dataset *ds,
-                                  const clcnn_train_options *o) {
+/* What an epoch trains: one model on its data set, or a data-parallel group (replica i on
+ * sets[i]). m and ds are then replica 0's; err is where a failure is described. */
+typedef struct trainer {
+    clcnn_model *m;
+    clcnn_dataset *ds;
+    clcnn_replicas *group;
+    clcnn_dataset *const *sets;
+    clcnn_error *err;
+} trainer;
+
+static clcnn_status check_options(const trainer *t, const clcnn_train_options *o) {
     if (o->batch_size <= 0 || (o->progress && o->every <= 0))
-        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+        return clcnn_fail(t->err, CLCNN_ERR_INVALID_ARGUMENT,
                           "batch size %d and report interval %lld must be positive", o->batch_size,
                           (long long)o->every);
-    int64_t nb = epoch_batches(ds->n, o);
+    int64_t nb = epoch_batches(t->ds->n, o);
     if (o->start_batch < 0 || o->start_batch > nb || o->global_step < 0)
-        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+        return clcnn_fail(t->err, CLCNN_ERR_INVALID_ARGUMENT,
                           "start batch %lld (of %lld) and global step %lld: out of range",
                           (long long)o->start_batch, (long long)nb, (long long)o->global_step);
     if (o->random_crop < 0 || o->random_crop > CLCNN_MAX_CROP || o->hflip < 0 || o->hflip > 1)
-        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+        return clcnn_fail(t->err, CLCNN_ERR_INVALID_ARGUMENT,
                           "random crop %d (0..%d) and hflip %d (0 or 1): out of range",
                           o->random_crop, CLCNN_MAX_CROP, o->hflip);
-    return clcnn_schedule_check(o->schedule, o->lr, o->total_steps, o->pct_start, &m->err);
+    return clcnn_schedule_check(o->schedule, o->lr, o->total_steps, o->pct_start, t->err);
 }
 
 /* Sets the optimizer's lr for global step `step` as the schedule says (a constant schedule
- * leaves it alone). */
-static clcnn_status schedule_step(clcnn_model *m, const clcnn_train_options *o, int64_t step) {
+ * leaves it alone), on every replica. */
+static clcnn_status schedule_step(const trainer *t, const clcnn_train_options *o, int64_t step) {
     if (o->schedule == CLCNN_SCHEDULE_CONSTANT) return CLCNN_SUCCESS;
     double lr = clcnn_schedule_lr(o->schedule, o->lr, step, o->total_steps, o->pct_start);
     if (!(lr >= 0) || !isfinite(lr))
-        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+        return clcnn_fail(t->err, CLCNN_ERR_INVALID_ARGUMENT,
                           "the %s schedule has no learning rate for step %lld (total steps %lld, "
                           "pct_start %g)",
                           clcnn_schedule_name(o->schedule), (long long)step,
                           (long long)o->total_steps, o->pct_start);
-    m->opt.lr = lr;
+    if (!t->group) t->m->opt.lr = lr;
+    for (int i = 0; t->group && i < t->group->n; i++)
+        t->group->reps[i].m->opt.lr = lr;
     return CLCNN_SUCCESS;
 }
 
 /* Hands the loss of batch b (0-based), just taken, to the progress callback; a loss that is
  * not finite stops the epoch instead. *stop receives the callback's wish. */
-static clcnn_status report(clcnn_model *m, const clcnn_train_options *o, int64_t b, int64_t nb,
+static clcnn_status report(const trainer *t, const clcnn_train_options *o, int64_t b, int64_t nb,
                            int *stop) {
     float loss = 0;
-    clcnn_status st = clcnn_model_last_loss(m, &loss, NULL);
+    clcnn_status st = t->group ? clcnn_replicas_last_loss(t->group, &loss, NULL)
+                               : clcnn_model_last_loss(t->m, &loss, NULL);
     if (st) return st;
     if (!isfinite(loss))
-        return clcnn_fail(&m->err, CLCNN_ERR_NUMERIC, "the loss is %s at batch %lld of epoch %lld",
+        return clcnn_fail(t->err, CLCNN_ERR_NUMERIC, "the loss is %s at batch %lld of epoch %lld",
                           isnan(loss) ? "NaN" : "infinite", (long long)(b + 1),
                           (long long)o->epoch);
     *stop = o->progress(o->user, b + 1, nb, loss) != 0;
     return CLCNN_SUCCESS;
 }
 
+/* The epoch's sample order on every data set. */
+static clcnn_status set_epoch(const trainer *t, const clcnn_train_options *o) {
+    int n = t->group ? t->group->n : 1;
+    for (int i = 0; i < n; i++) {
+        clcnn_dataset *ds = t->group ? t->sets[i] : t->ds;
+        clcnn_status st = clcnn_dataset_set_epoch(ds, o->seed, o->epoch, o->shuffle);
+        if (st) {
+            *t->err = ds->err;
+            return st;
+        }
+    }
+    return CLCNN_SUCCESS;
+}
+
+static clcnn_status take_step(const trainer *t, int first, int n, clcnn_augment aug) {
+    if (t->group) return clcnn_replicas_step(t->group, t->sets, first, n, aug);
+    clcnn_status st = clcnn_stage_batch(t->m, t->ds, first, n, 1, aug);
+    if (st) return st;
+    return clcnn_model_train_staged(t->m, n);
+}
+
+/* Waits for every replica's queue. */
+static clcnn_status finish(const trainer *t) {
+    int n = t->group ? t->group->n : 1;
+    for (int i = 0; i < n; i++) {
+        clcnn_model *m = t->group ? t->group->reps[i].m : t->m;
+        cl_int rc = clFinish(m->ctx->queue);
+        if (rc != CL_SUCCESS)
+            return clcnn_fail(t->err, (clcnn_status)rc, "clFinish failed: %s",
+                              clcnn_cl_error_name(rc));
+    }
+    return CLCNN_SUCCESS;
+}
+
 /* One epoch from batch o->start_batch on. `last_too` also reports after the epoch's last
  * batch, as clcnn_model_train_epoch promises. *done: the epoch's batches taken so far. */
-static clcnn_status run_epoch(clcnn_model *m, clcnn_dataset *ds, const clcnn_train_options *o,
-                              int last_too, int64_t *done) {
+static clcnn_status run_epoch(const trainer *t, const clcnn_train_options *o, int last_too,
+                              int64_t *done) {
     clcnn_status st;
-    int stop = 0;
-    if ((st = check_options(m, ds, o))) return st;
+    int stop = 0, size = t->ds->n;
+    if ((st = check_options(t, o))) return st;
     *done = o->start_batch;
-    if ((st = clcnn_dataset_set_epoch(ds, o->seed, o->epoch, o->shuffle))) {
-        m->err = ds->err;
-        return st;
-    }
-    int64_t nb = epoch_batches(ds->n, o);
-    augment aug = {aug_key(o->seed, o->epoch), o->random_crop, o->hflip};
+    if ((st = set_epoch(t, o))) return st;
+    int64_t nb = epoch_batches(size, o);
+    clcnn_augment aug = {aug_key(o->seed, o->epoch), o->random_crop, o->hflip};
     for (int64_t b = o->start_batch; b < nb && !stop; b++) {
         int first = (int)(b * o->batch_size);
-        int n = ds->n - first < o->batch_size ? ds->n - first : o->batch_size;
+        int n = size - first < o->batch_size ? size - first : o->batch_size;
         int64_t steps = o->global_step + (b - o->start_batch);
         if (o->hook && o->hook(o->hook_user, o->epoch, b, first, n)) break;
-        if ((st = schedule_step(m, o, steps))) return st;
-        if ((st = stage(m, ds, first, n, 1, aug))) return st;
-        if ((st = clcnn_model_train_staged(m, n))) return st;
+        if ((st = schedule_step(t, o, steps))) return st;
+        if ((st = take_step(t, first, n, aug))) return st;
         *done = b + 1;
         steps++;
         if (o->progress && (steps % o->every == 0 || (last_too && b + 1 == nb)) &&
-            (st = report(m, o, b, nb, &stop)))
+            (st = report(t, o, b, nb, &stop)))
             return st;
     }
-    cl_int rc = clFinish(m->ctx->queue);
-    if (rc != CL_SUCCESS)
-        return clcnn_fail(&m->err, (clcnn_status)rc, "clFinish failed: %s",
-                          clcnn_cl_error_name(rc));
-    return CLCNN_SUCCESS;
+    return finish(t);
 }
 
 clcnn_status clcnn_model_train_epoch_v2(clcnn_model *m, clcnn_dataset *ds,
@@ -231,7 +266,8 @@ clcnn_status clcnn_model_train_epoch_v2(clcnn_model *m, clcnn_dataset *ds,
     if (batches_done) *batches_done = 0;
     if (!m || !ds) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!o) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL training options");
-    st = run_epoch(m, ds, o, 0, &done);
+    trainer t = {m, ds, NULL, NULL, &m->err};
+    st = run_epoch(&t, o, 0, &done);
     if (batches_done) *batches_done = done;
     return st;
 }
@@ -252,7 +288,24 @@ clcnn_status clcnn_model_train_epoch(clcnn_model *m, clcnn_dataset *ds, int batc
     o.every = every;
     o.progress = fn;
     o.user = user;
-    st = run_epoch(m, ds, &o, 1, &done);
+    trainer t = {m, ds, NULL, NULL, &m->err};
+    st = run_epoch(&t, &o, 1, &done);
+    if (batches_done) *batches_done = done;
+    return st;
+}
+
+clcnn_status clcnn_replicas_train_epoch(clcnn_replicas *r, clcnn_dataset *const *ds,
+                                        const clcnn_train_options *o, int64_t *batches_done) {
+    int64_t done = 0;
+    if (batches_done) *batches_done = 0;
+    if (!r) return CLCNN_ERR_INVALID_ARGUMENT;
+    if (!o) return clcnn_fail(&r->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL training options");
+    for (int i = 0; i < r->n; i++)
+        if (!ds || !ds[i])
+            return clcnn_fail(&r->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL data set for replica %d",
+                              i);
+    trainer t = {r->reps[0].m, ds[0], r, ds, &r->err};
+    clcnn_status st = run_epoch(&t, o, 0, &done);
     if (batches_done) *batches_done = done;
     return st;
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs the device tests (layers, GEMM and PyTorch fixtures with every GEMM backend, and the CLI
-# end to end) of an already built BUILD_DIR on a second OpenCL implementation, Intel's CPU
-# runtime (tests/intel_opencl.sh), with only Intel's device visible. A skipped test (exit 77)
-# counts as a failure here: this run exists to prove the tests ran on that device.
+# Runs the device tests (layers, GEMM and PyTorch fixtures with every GEMM backend, data-parallel
+# replicas, and the CLI end to end) of an already built BUILD_DIR on a second OpenCL
+# implementation, Intel's CPU runtime (tests/intel_opencl.sh), with only Intel's device
+# visible. A skipped test (exit 77) counts as a failure here: this run exists to prove the tests
+# ran on that device.
 # Usage: bash tests/run_intel.sh BUILD_DIR      (after tests/run.sh or cmake --build BUILD_DIR)
 set -uo pipefail
 die() { echo "run_intel.sh: FAIL: $*" >&2; exit 1; }
@@ -31,7 +32,7 @@ fi
 device=$(printf '%s\n' "$rows" | sed 's/  */ /g')
 echo "== Intel OpenCL: $device"
 
-regex='^(test_gemm|test_fixtures)(_.*)?$|^(test_layer_ops|test_e2e)$'
+regex='^(test_gemm|test_fixtures)(_.*)?$|^(test_layer_ops|test_e2e|test_replicas)$'
 cd "$build" || die "cannot enter $build"
 expected=$(ctest -N -R "$regex" | sed -n 's/^ *Test *#[0-9]*: //p')
 [ -n "$expected" ] || die "no test matches $regex in $build"

@@ -15,14 +15,17 @@
 #include <unistd.h>
 
 #include "clcnn.h"
+#include "dist.h"
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+/* The most devices one process trains on with --devices. */
+#define MAX_REPLICAS 16
 
 typedef struct cli_options {
     int platform, device;
     int list_devices, version, help;
     const char *data, *dataset, *model, *logdir, *save_dir, *metrics, *init, *resume;
-    const char *normalize;
+    const char *normalize, *devices;
     int model_given, seed_given, lr_given, optimizer_given, momentum_given, wd_given;
     int betas_given, eps_given, batch_given, epochs_given, schedule_given, pct_given;
     int smoothing_given, crop_given, hflip_given, no_decay_given, nesterov_given;
@@ -79,7 +82,12 @@ static const char usage_text[] =
     "  --platform P          use platform P (index in clGetPlatformIDs order)\n"
     "  --device D            with --platform: the D-th visible device of platform P;\n"
     "                        alone: the D-th device of the visible list\n"
-    "                        (neither: the first visible GPU, else the first visible device)\n"
+    "                        (neither: the first visible GPU, else the first visible device;\n"
+    "                        under mpirun, the device of the node-local rank)\n"
+    "  --devices LIST        data-parallel over several devices: a comma list of indices as\n"
+    "                        --device takes them (with --platform: within that platform), or\n"
+    "                        'all'. --batch-size stays the global batch, split evenly; see\n"
+    "                        README, Scaling out (also for mpirun)\n"
     "  --version             print clcnn's version and the OpenCL/CLBlast versions found\n"
     "\n"
     "Data:\n"
@@ -181,6 +189,9 @@ static int print_plan(const clcnn_model *m, int batch) {
     return 0;
 }
 
+/* This process's rank in an MPI run of several, for error lines; -1 otherwise. */
+static int say_rank = -1;
+
 /* One error line on stderr: "clcnn_train: " and the message. Messages quote what the user
  * typed and what files hold, so control characters are shown as \xNN rather than breaking the
  * line or reaching the terminal. `lead` is printed first, as it is (the newline that ends a
@@ -189,7 +200,10 @@ static void vsay(const char *lead, const char *fmt, va_list ap) {
     char msg[2048];
     vsnprintf(msg, sizeof msg, fmt, ap);
     fputs(lead, stderr);
-    fputs("clcnn_train: ", stderr);
+    if (say_rank >= 0)
+        fprintf(stderr, "clcnn_train (rank %d): ", say_rank);
+    else
+        fputs("clcnn_train: ", stderr);
     for (const unsigned char *p = (const unsigned char *)msg; *p; p++)
         if (*p < 0x20 || *p == 0x7f)
             fprintf(stderr, "\\x%02x", *p);
@@ -273,6 +287,7 @@ static const cli_arg cli_args[] = {
     {"--no-tensorboard", ARG_FLAG,      OPT(no_tensorboard), NOT_RECORDED,         0, 0},
     {"--platform",       ARG_INT,       OPT(platform),       NOT_RECORDED,         0, INT_MAX},
     {"--device",         ARG_INT,       OPT(device),         NOT_RECORDED,         0, INT_MAX},
+    {"--devices",        ARG_TEXT,      OPT(devices),        NOT_RECORDED,         0, 0},
     {"--data",           ARG_TEXT,      OPT(data),           NOT_RECORDED,         0, 0},
     {"--dataset",        ARG_TEXT,      OPT(dataset),        NOT_RECORDED,         0, 0},
     {"--model",          ARG_TEXT,      OPT(model),          OPT(model_given),     0, 0},
@@ -523,6 +538,7 @@ static void parse_args(int argc, char **argv, cli_options *o) {
     if (o->optimizer != CLCNN_OPTIMIZER_SGD && (o->momentum > 0 || o->nesterov))
         die("--momentum and --nesterov apply to --optimizer sgd only");
     if (o->init && o->resume) die("--init and --resume exclude each other");
+    if (o->devices && o->device >= 0) die("--device and --devices exclude each other");
     if (o->eval_only && !o->init && !o->resume)
         die("--eval-only needs weights: --init FILE or --resume FILE");
     if (!o->lr_given && o->optimizer != CLCNN_OPTIMIZER_SGD) o->lr = 1e-3;
@@ -739,9 +755,21 @@ static int resume_conflicts(const cli_options *o, const clcnn_optimizer_options 
 
 typedef struct run_state {
     const cli_options *o;
+    const cli_dist *dist;
+    /* The replica 0 of this process: its context, model and data sets (the only ones without
+     * data parallelism). */
     clcnn_context *ctx;
     clcnn_model *model;
     clcnn_dataset *train, *test;
+    /* Data parallelism: a replica per device (ctxs[0] is ctx ...), and the group, made when
+     * there are several replicas in all (devices here or processes). */
+    int n_rep;
+    int dev[MAX_REPLICAS]; /* visible device indices */
+    clcnn_context *ctxs[MAX_REPLICAS];
+    clcnn_model *models[MAX_REPLICAS];
+    clcnn_dataset *trains[MAX_REPLICAS], *tests[MAX_REPLICAS];
+    clcnn_replicas *group;
+    int collective; /* the failure was seen by every process alike: end without MPI_Abort */
     clcnn_summary_writer *tb;
     FILE *metrics;
     int tty;
@@ -785,8 +813,15 @@ static const char *json_num(char buf[40], double v) {
 
 static int evaluate(run_state *r, int64_t epoch, int64_t step) {
     double loss = 0;
-    int correct = 0, n = clcnn_dataset_size(r->test);
-    if (clcnn_model_evaluate(r->model, r->test, (int)r->o->batch_size, &loss, &correct)) {
+    int correct = 0, n = clcnn_dataset_size(r->test), bs = (int)r->o->batch_size;
+    if (r->group) {
+        clcnn_status st = clcnn_replicas_evaluate(r->group, r->tests, bs, &loss, &correct);
+        r->collective = st != CLCNN_ERR_COMM; /* else every process sees the same outcome */
+        if (st) {
+            if (st != CLCNN_ERR_PEER) say("evaluation failed: %s", clcnn_replicas_errmsg(r->group));
+            return -1;
+        }
+    } else if (clcnn_model_evaluate(r->model, r->test, bs, &loss, &correct)) {
         say("evaluation failed: %s", clcnn_model_errmsg(r->model));
         return -1;
     }
@@ -829,6 +864,7 @@ static void progress(run_state *r, int64_t epoch, int64_t b, int64_t nb, float l
 
 static int save(run_state *r, const clcnn_checkpoint_info_v2 *info, int64_t epoch_label) {
     char path[4200];
+    if (r->dist->rank != 0) return 0; /* rank 0 writes for all */
     snprintf(path, sizeof path, "%s/epoch_%" PRId64 ".safetensors", r->o->save_dir, epoch_label);
     if (clcnn_model_save_checkpoint_v2(r->model, path, info)) {
         say("saving failed: %s", clcnn_model_errmsg(r->model));
@@ -882,6 +918,19 @@ static int on_batch(void *user, int64_t epoch, int64_t batch, int first, int n) 
 static void epoch_failed(run_state *r, clcnn_status st, int64_t step) {
     const char *lead = r->tty ? "\n" : "";
     float loss = 0;
+    if (st == CLCNN_ERR_PEER) return; /* the failing process has said why */
+    if (r->group) {
+        if (st == CLCNN_ERR_NUMERIC && !clcnn_replicas_last_loss(r->group, &loss, NULL))
+            say_after(lead,
+                      "the loss is %s at step %" PRId64 " (epoch %" PRId64
+                      "); stopping. Lower --lr? The last checkpoint in %s is intact.",
+                      isnan(loss) ? "NaN" : "infinite", step, r->epoch + 1, r->o->save_dir);
+        else
+            say_after(lead, "step %" PRId64 " failed: %s%s%s", step + 1,
+                      clcnn_replicas_errmsg(r->group), r->dist->error[0] ? ": " : "",
+                      r->dist->error);
+        return;
+    }
     if (st == CLCNN_ERR_NUMERIC && !clcnn_model_last_loss(r->model, &loss, NULL))
         say_after(lead,
                   "the loss is %s at step %" PRId64 " (epoch %" PRId64
@@ -916,10 +965,13 @@ static int train(run_state *r, clcnn_checkpoint_info_v2 info) {
         t.global_step = r->step0 = info.step;
         info.batch_in_epoch = 0;
         if (!r->tty) printf("----- epoch %" PRId64 "/%ld -----\n", e + 1, o->epochs);
-        clcnn_status st = clcnn_model_train_epoch_v2(r->model, r->train, &t, &done);
+        clcnn_status st = r->group ? clcnn_replicas_train_epoch(r->group, r->trains, &t, &done)
+                                   : clcnn_model_train_epoch_v2(r->model, r->train, &t, &done);
         info.step += done - t.start_batch;
         if (r->failed) return -1;
         if (st) {
+            /* Every process stops at the same step, except when the transport itself failed. */
+            r->collective = r->group != NULL && st != CLCNN_ERR_COMM;
             epoch_failed(r, st, info.step);
             return -1;
         }
@@ -1010,6 +1062,7 @@ static int check_inputs(cli_options *o, run_state *r, resume_peek *ck) {
         }
         if (resume_normalize(o, ck)) return -1;
     }
+    if (r->dist->rank != 0) return 0; /* rank 0 alone writes */
     if (!o->eval_only && !o->plan) {
         if (check_writable_dir(o->save_dir, "--save-dir")) return -1;
         if (!o->no_tensorboard && check_writable_dir(o->logdir, "--logdir")) return -1;
@@ -1022,18 +1075,22 @@ static int check_inputs(cli_options *o, run_state *r, resume_peek *ck) {
     return 0;
 }
 
-/* The context on device idx, announced with the time its kernels took to be ready. */
-static int open_context(run_state *r, clcnn_devices *devs, int idx) {
-    clcnn_device_info info;
-    clcnn_devices_get(devs, idx, &info);
-    if (clcnn_context_create(&r->ctx, devs, idx, NULL) != CLCNN_SUCCESS) {
-        say("%s", clcnn_context_errmsg(r->ctx));
-        return -1;
+/* A context on each of the replicas' devices, announced with the time its kernels took to be
+ * ready. */
+static int open_context(run_state *r, clcnn_devices *devs) {
+    for (int i = 0; i < r->n_rep; i++) {
+        clcnn_device_info info;
+        clcnn_devices_get(devs, r->dev[i], &info);
+        if (clcnn_context_create(&r->ctxs[i], devs, r->dev[i], NULL) != CLCNN_SUCCESS) {
+            say("%s", clcnn_context_errmsg(r->ctxs[i]));
+            return -1;
+        }
+        printf("clcnn %s on device %d:%d %s (%s, %s), kernels ready in %.3f s (%s)\n",
+               clcnn_version(), info.platform_index, info.device_index, info.name,
+               type_name(info.type), info.platform_name, clcnn_context_build_seconds(r->ctxs[i]),
+               clcnn_context_cache_hit(r->ctxs[i]) ? "binary cache" : "compiled");
     }
-    printf("clcnn %s on device %d:%d %s (%s, %s), kernels ready in %.3f s (%s)\n", clcnn_version(),
-           info.platform_index, info.device_index, info.name, type_name(info.type),
-           info.platform_name, clcnn_context_build_seconds(r->ctx),
-           clcnn_context_cache_hit(r->ctx) ? "binary cache" : "compiled");
+    r->ctx = r->ctxs[0];
     if (r->o->resume && r->o->model_given)
         printf("note: --model is ignored with --resume: the checkpoint's model is used\n");
     return 0;
@@ -1047,10 +1104,29 @@ static int apply_normalize(run_state *r, int c) {
             r->o->normalize, c, c);
         return -1;
     }
-    if ((r->train && clcnn_dataset_set_normalize(r->train, mean, sd)) ||
-        clcnn_dataset_set_normalize(r->test, mean, sd)) {
-        say("--normalize: %s", clcnn_dataset_errmsg(r->test));
-        return -1;
+    for (int i = 0; i < r->n_rep; i++)
+        if ((r->trains[i] && clcnn_dataset_set_normalize(r->trains[i], mean, sd)) ||
+            clcnn_dataset_set_normalize(r->tests[i], mean, sd)) {
+            say("--normalize: %s", clcnn_dataset_errmsg(r->tests[i]));
+            return -1;
+        }
+    return 0;
+}
+
+/* The other replicas' data sets, on their own contexts: the same files (checked once, by
+ * replica 0's). */
+static int open_replica_data(run_state *r, clcnn_dataset_format fmt) {
+    const cli_options *o = r->o;
+    r->trains[0] = r->train, r->tests[0] = r->test;
+    for (int i = 1; i < r->n_rep; i++) {
+        if (r->train && clcnn_dataset_open(&r->trains[i], r->ctxs[i], o->data, fmt, 1)) {
+            say("%s", clcnn_dataset_errmsg(r->trains[i]));
+            return -1;
+        }
+        if (clcnn_dataset_open(&r->tests[i], r->ctxs[i], o->data, fmt, 0)) {
+            say("%s", clcnn_dataset_errmsg(r->tests[i]));
+            return -1;
+        }
     }
     return 0;
 }
@@ -1086,7 +1162,7 @@ static int open_data(run_state *r, const resume_peek *ck, int shape[3]) {
             ck->w, o->data, c, h, w);
         return -1;
     }
-    if (o->normalize && apply_normalize(r, c)) return -1;
+    if (open_replica_data(r, fmt) || (o->normalize && apply_normalize(r, c))) return -1;
     printf("data: %s (%s), %d train / %d test images of %dx%dx%d\n", o->data,
            clcnn_dataset_format_name(clcnn_dataset_format_of(r->test)),
            r->train ? clcnn_dataset_size(r->train) : 0, clcnn_dataset_size(r->test), c, h, w);
@@ -1261,15 +1337,192 @@ static void print_settings(const cli_options *o, const clcnn_optimizer_options *
     print_training(o);
 }
 
-int main(int argc, char **argv) {
+/* ---- data parallelism ------------------------------------------------------------------ */
+
+/* The devices of --devices (or, under a launcher with several processes and no --device, the
+ * node-local rank's) into r->dev; else the one --platform/--device select. Returns 0, or -1
+ * after saying why. */
+static int pick_devices(run_state *r, clcnn_devices *devs, const cli_options *o) {
+    const cli_dist *d = r->dist;
+    r->n_rep = 1;
+    if (!o->devices) {
+        int dev = o->device, count = 0, idx;
+        if (d->size > 1 && dev < 0) {
+            while (count < 1000 && clcnn_devices_select(devs, o->platform, count, &idx) == 0)
+                count++;
+            dev = count ? d->local_rank % count : 0;
+        }
+        if (clcnn_devices_select(devs, o->platform, dev, &r->dev[0]) == CLCNN_SUCCESS) return 0;
+        say("%s", clcnn_devices_errmsg(devs));
+        return -1;
+    }
+    int all = strcmp(o->devices, "all") == 0;
+    const char *p = o->devices;
+    r->n_rep = 0;
+    for (int k = 0;; k++) {
+        char *end = NULL;
+        long v = all ? k : strtol(p, &end, 10);
+        if (!all && (end == p || v < 0 || v > INT_MAX || (*end && *end != ','))) {
+            say("--devices: '%s' is not 'all' or a comma list of device indices", o->devices);
+            return -1;
+        }
+        int idx;
+        if (clcnn_devices_select(devs, o->platform, (int)v, &idx) != CLCNN_SUCCESS) {
+            if (all && k > 0) break;
+            say("--devices: %s", clcnn_devices_errmsg(devs));
+            return -1;
+        }
+        for (int i = 0; i < r->n_rep; i++)
+            if (r->dev[i] == idx) {
+                say("--devices: device %ld is listed twice", v);
+                return -1;
+            }
+        if (r->n_rep == MAX_REPLICAS) {
+            say("--devices: at most %d devices per process", MAX_REPLICAS);
+            return -1;
+        }
+        r->dev[r->n_rep++] = idx;
+        if (!all && !*end) break;
+        if (!all) p = end + 1;
+    }
+    return 0;
+}
+
+/* Every process must train the same thing from the same place: checked before the first
+ * step, so a mismatched launch ends with one line instead of diverging. */
+static int agree_settings(run_state *r, const cli_options *o, const clcnn_checkpoint_info_v2 *ck) {
+    static const char *const names[] = {
+        "the model",       "--batch-size",      "--epochs",           "--max-steps",
+        "--seed",          "--no-shuffle",      "training images",    "test images",
+        "--data's format", "the starting step", "the starting epoch", "--lr",
+        "--schedule",      "--label-smoothing", "--random-crop",      "--hflip",
+        "--normalize",     "--eval-only",       "--log-every"};
+    int64_t v[sizeof names / sizeof names[0]], lr, ls;
+    memcpy(&lr, &o->lr, sizeof lr);
+    memcpy(&ls, &o->label_smoothing, sizeof ls);
+    int64_t vals[] = {cli_dist_hash(clcnn_model_spec(r->model)),
+                      o->batch_size,
+                      o->epochs,
+                      o->max_steps,
+                      (int64_t)ck->seed,
+                      o->no_shuffle,
+                      r->train ? clcnn_dataset_size(r->train) : -1,
+                      clcnn_dataset_size(r->test),
+                      clcnn_dataset_format_of(r->test),
+                      ck->step,
+                      ck->epoch,
+                      lr,
+                      o->schedule,
+                      ls,
+                      o->random_crop,
+                      o->hflip,
+                      cli_dist_hash(o->normalize ? o->normalize : ""),
+                      o->eval_only,
+                      o->log_every};
+    char msg[512];
+    memcpy(v, vals, sizeof v);
+    if (cli_dist_agree((cli_dist *)r->dist, names, v, (int)(sizeof v / sizeof v[0]), msg,
+                       sizeof msg) == 0)
+        return 0;
+    r->collective = 1;
+    if (r->dist->rank == 0) say("%s", msg);
+    return -1;
+}
+
+/* The other replicas' models (replica 0's spec and seed), then the group: it gives every
+ * replica replica 0's weights, optimizer and state (rank 0's, across processes). */
+static int make_group(run_state *r, const cli_options *o, const clcnn_checkpoint_info_v2 *ck) {
+    int c, h, w;
+    r->models[0] = r->model;
+    if (r->n_rep == 1 && r->dist->size == 1) return 0;
+    if (agree_settings(r, o, ck)) return -1;
+    clcnn_dataset_shape(r->test, &c, &h, &w);
+    for (int i = 1; i < r->n_rep; i++)
+        if (clcnn_model_create(&r->models[i], r->ctxs[i], clcnn_model_spec(r->model), c, h, w,
+                               o->seed)) {
+            say("--model: %s", clcnn_model_errmsg(r->models[i]));
+            return -1;
+        }
+    const clcnn_comm *comm = r->dist->size > 1 ? &r->dist->comm : NULL;
+    if (clcnn_replicas_create(&r->group, r->models, r->n_rep, comm)) {
+        say("%s", clcnn_replicas_errmsg(r->group));
+        return -1;
+    }
+    int total = clcnn_replicas_global_count(r->group), bs = (int)o->batch_size;
+    printf("data-parallel: %d replicas (%d process%s, %d device%s here), global batch %d, "
+           "about %d samples each; BatchNorm statistics per replica, running statistics from "
+           "replica 0\n",
+           total, r->dist->size, r->dist->size == 1 ? "" : "es", r->n_rep, r->n_rep == 1 ? "" : "s",
+           bs, (bs + total - 1) / total);
+    return 0;
+}
+
+/* Where the data-parallel run's time went. */
+static void print_timing(const run_state *r) {
+    double compute = 0, wait = 0, reduce = 0;
+    int64_t steps = 0;
+    if (!r->group) return;
+    clcnn_replicas_timing(r->group, &compute, &wait, &reduce, &steps);
+    if (steps == 0) return;
+    printf("data-parallel, per step: %.2f ms forward and backward (the slowest replica), "
+           "%.2f ms idle (replicas waiting for it, summed), %.2f ms gradient exchange (host sum, "
+           "all-reduce and waiting for other processes, write-back)\n",
+           1e3 * compute / steps, 1e3 * wait / steps, 1e3 * reduce / steps);
+}
+
+/* Releases everything the run holds, each replica's handles in reverse order of making. */
+static void release_run(run_state *r) {
+    clcnn_replicas_free(r->group);
+    for (int i = r->n_rep - 1; i >= 0; i--) {
+        clcnn_model_free(i ? r->models[i] : r->model);
+        clcnn_dataset_free(i ? r->trains[i] : r->train);
+        clcnn_dataset_free(i ? r->tests[i] : r->test);
+        clcnn_context_free(r->ctxs[i]);
+    }
+}
+
+/* From the chosen devices to the end of training (or evaluation, or the plan). Returns the
+ * exit status. */
+static int run(run_state *r, cli_options *o, clcnn_devices *devs) {
     static resume_peek peek; /* static: a spec may take 64 KiB */
-    cli_options o;
-    clcnn_devices *devs = NULL;
     clcnn_optimizer_options opt;
     clcnn_checkpoint_info_v2 ck;
+    int shape[3];
+    if (check_inputs(o, r, &peek)) return 1;
+    double t0 = now();
+    if (open_context(r, devs) || open_data(r, &peek, shape)) return 1;
+    if (make_model(r, o, o->resume ? peek.spec : o->model, shape, &opt, &ck)) return 1;
+    if (make_group(r, o, &ck)) return 1;
+    if (o->eval_only) return evaluate(r, ck.epoch, ck.step) ? 1 : 0;
+    if (o->plan) return print_plan(r->model, (int)o->batch_size);
+    print_settings(o, &opt, ck.seed);
+    if (!o->no_tensorboard && r->dist->rank == 0) {
+        if (clcnn_summary_writer_open(&r->tb, o->logdir)) {
+            say("--logdir: %s", clcnn_summary_writer_errmsg(r->tb));
+            return 1;
+        }
+        printf("TensorBoard: %s\n", clcnn_summary_writer_path(r->tb));
+    }
+    fflush(stdout);
+    /* Under mpirun, rank 0's stdout is a forwarded pseudo-terminal: log lines, not a bar. */
+    r->tty = isatty(fileno(stdout)) && r->dist->size == 1;
+    if (ck.epoch >= o->epochs && !o->max_steps) {
+        printf("nothing to do: the checkpoint has %" PRId64 " epochs, --epochs is %ld\n", ck.epoch,
+               o->epochs);
+        return 0;
+    }
+    if (train(r, ck)) return 1;
+    print_timing(r);
+    printf("done in %.1f s\n", now() - t0);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    cli_options o;
+    cli_dist dist;
+    clcnn_devices *devs = NULL;
     run_state r;
-    int idx = -1, rc = 1, shape[3];
-    double t0 = 0;
+    int rc = 1;
     clcnn_status st;
     memset(&r, 0, sizeof r);
     parse_args(argc, argv, &o);
@@ -1280,50 +1533,29 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (o.version) return print_version();
+    if (cli_dist_init(&dist, &argc, &argv)) return 1;
+    r.dist = &dist;
+    if (dist.size > 1) {
+        say_rank = dist.rank;
+        /* Rank 0 alone prints the log; the others keep stderr for their own errors. */
+        if (dist.rank != 0 && !freopen("/dev/null", "w", stdout)) {
+            say("cannot silence stdout: %s", strerror(errno));
+            cli_dist_abort(&dist, 1);
+        }
+    }
     st = clcnn_devices_create(&devs, NULL);
     if (st != CLCNN_SUCCESS) {
         say("%s", clcnn_devices_errmsg(devs));
         goto done;
     }
-    st = clcnn_devices_select(devs, o.platform, o.device, &idx);
     if (o.list_devices) {
+        int idx = -1;
+        st = clcnn_devices_select(devs, o.platform, o.device, &idx);
         rc = list_devices(devs, st == CLCNN_SUCCESS ? idx : -1);
         goto done;
     }
-    if (st != CLCNN_SUCCESS) {
-        say("%s", clcnn_devices_errmsg(devs));
-        goto done;
-    }
-    if (check_inputs(&o, &r, &peek)) goto done;
-    t0 = now();
-    if (open_context(&r, devs, idx) || open_data(&r, &peek, shape)) goto done;
-    if (make_model(&r, &o, o.resume ? peek.spec : o.model, shape, &opt, &ck)) goto done;
-    if (o.eval_only) {
-        rc = evaluate(&r, ck.epoch, ck.step) ? 1 : 0;
-        goto done;
-    }
-    if (o.plan) {
-        rc = print_plan(r.model, (int)o.batch_size);
-        goto done;
-    }
-    print_settings(&o, &opt, ck.seed);
-    if (!o.no_tensorboard) {
-        if (clcnn_summary_writer_open(&r.tb, o.logdir)) {
-            say("--logdir: %s", clcnn_summary_writer_errmsg(r.tb));
-            goto done;
-        }
-        printf("TensorBoard: %s\n", clcnn_summary_writer_path(r.tb));
-    }
-    fflush(stdout);
-    r.tty = isatty(fileno(stdout));
-    if (ck.epoch >= o.epochs && !o.max_steps) {
-        printf("nothing to do: the checkpoint has %" PRId64 " epochs, --epochs is %ld\n", ck.epoch,
-               o.epochs);
-        rc = 0;
-        goto done;
-    }
-    rc = train(&r, ck) ? 1 : 0;
-    if (!rc) printf("done in %.1f s\n", now() - t0);
+    if (pick_devices(&r, devs, &o)) goto done;
+    rc = run(&r, &o, devs);
 done:
     if (r.tb && clcnn_summary_writer_close(r.tb) != CLCNN_SUCCESS) {
         say("closing the TensorBoard file failed");
@@ -1333,10 +1565,13 @@ done:
         say("closing %s failed: %s", o.metrics, strerror(errno));
         rc = 1;
     }
-    clcnn_model_free(r.model);
-    clcnn_dataset_free(r.train);
-    clcnn_dataset_free(r.test);
-    clcnn_context_free(r.ctx);
+    /* A failure only this process saw takes the others down; one they all saw ends each. */
+    if (rc && dist.size > 1 && !r.collective) {
+        fflush(stdout);
+        cli_dist_abort(&dist, rc);
+    }
+    release_run(&r);
     clcnn_devices_free(devs);
+    cli_dist_finalize(&dist);
     return rc;
 }

@@ -1,0 +1,83 @@
+/* Data-parallel internals shared by replicas.c and the training loop (train.c). */
+#ifndef CLCNN_REPLICAS_H
+#define CLCNN_REPLICAS_H
+
+#include <pthread.h>
+
+#include "data/device_dataset.h"
+#include "model.h"
+
+/* What a batch's gather does beyond copying: the epoch key and the crop padding and flip
+ * (none: all 0, as evaluation stages). */
+typedef struct clcnn_augment {
+    uint64_t key;
+    int pad, hflip;
+} clcnn_augment;
+
+/* Gathers samples [first, first+n) (through the epoch's order when use_order) into the model's
+ * input and label buffers, augmented as aug says. */
+clcnn_status clcnn_stage_batch(clcnn_model *m, clcnn_dataset *ds, int first, int n, int use_order,
+                               clcnn_augment aug);
+
+/* Evaluates samples [first, first+count) of ds in batches of batch_size (evaluation mode):
+ * *sum receives the sum of their losses as the device accumulated it, *hits the correct ones. */
+clcnn_status clcnn_evaluate_range(clcnn_model *m, clcnn_dataset *ds, int first, int count,
+                                  int batch_size, float *sum, int *hits);
+
+typedef enum clcnn_job {
+    CLCNN_JOB_COMPUTE, /* stage the share, forward, loss, backward; copy the gradients out */
+    CLCNN_JOB_APPLY,   /* write the summed gradients (and statistics) back, optimizer step */
+    CLCNN_JOB_EVAL,    /* evaluate the share of the test set */
+    CLCNN_JOB_QUIT
+} clcnn_job;
+
+/* One local replica and its worker thread's results. */
+typedef struct clcnn_replica {
+    struct clcnn_replicas *g;
+    clcnn_model *m;
+    int index;         /* among this process's replicas */
+    int offset, count; /* the current share: first sample and size, within the batch */
+    int global_offset; /* offset within the global batch (all processes) */
+    clcnn_dataset *ds; /* the current job's data set */
+    float *grad;       /* the gradients of the last COMPUTE (m->total floats) */
+    float loss;        /* COMPUTE: sum(loss) / global batch; EVAL: sum(loss) */
+    int correct;
+    clcnn_status st;
+    double seconds; /* the last job's wall time */
+    pthread_t thread;
+    int started;
+} clcnn_replica;
+
+struct clcnn_replicas {
+    clcnn_error err;
+    int n;        /* local replicas */
+    int global_n; /* replicas in every process */
+    clcnn_replica *reps;
+    int has_comm;
+    clcnn_comm comm;
+    int rank, size;
+    /* Jobs: the caller bumps generation with the job set; each worker runs it once and counts
+     * pending down. */
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    int sync_made;
+    uint64_t generation;
+    int pending;
+    clcnn_job job;
+    int first, batch_n, eval_batch; /* the job's arguments */
+    clcnn_augment aug;
+    size_t total, n_stats;
+    float *sum;      /* the summed gradients */
+    float *stats;    /* the running statistics every replica takes (rank 0's replica 0) */
+    int64_t tracked; /* and its num_batches_tracked */
+    float last_loss;
+    int last_correct, have_loss;
+    double t_compute, t_wait, t_reduce;
+    int64_t steps;
+};
+
+/* One data-parallel step on samples [first, first+n) of every replica's data set. */
+clcnn_status clcnn_replicas_step(clcnn_replicas *r, clcnn_dataset *const *ds, int first, int n,
+                                 clcnn_augment aug);
+
+#endif
