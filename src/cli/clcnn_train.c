@@ -1425,6 +1425,19 @@ static int agree_settings(run_state *r, const cli_options *o, const clcnn_checkp
                        sizeof msg) == 0)
         return 0;
     r->collective = 1;
+    /* Hashes and bit patterns say nothing to a reader: only which ranks differ. */
+    static const char *const opaque[] = {"the model", "--lr", "--label-smoothing", "--normalize"};
+    for (size_t i = 0; i < sizeof opaque / sizeof opaque[0]; i++) {
+        char lead[64];
+        snprintf(lead, sizeof lead, "ranks disagree on %s: ", opaque[i]);
+        char *rank_k = strstr(msg, ", rank ");
+        if (strncmp(msg, lead, strlen(lead)) == 0 && rank_k) {
+            char other[32] = "";
+            sscanf(rank_k + 7, "%31[0-9]", other);
+            snprintf(msg + strlen(lead), sizeof msg - strlen(lead), "rank 0 and rank %s differ",
+                     other);
+        }
+    }
     if (r->dist->rank == 0) say("%s", msg);
     return -1;
 }
@@ -1533,7 +1546,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (o.version) return print_version();
-    if (cli_dist_init(&dist, &argc, &argv)) return 1;
+    /* It has said why; MPI may be up, so every rank goes down with this one. */
+    if (cli_dist_init(&dist, &argc, &argv)) cli_dist_abort(&dist, 1);
     r.dist = &dist;
     if (dist.size > 1) {
         say_rank = dist.rank;
