@@ -92,6 +92,11 @@ dataset-unknown|--dataset: 'imagenet' is not cifar10|--dataset imagenet
 device-word|--device: 'x' is not a non-negative integer|--device x
 device-negative|--device: '-1'|--device -1
 platform-word|--platform: 'first'|--platform first
+devices-word|--devices: 'gpu' is not 'all' or a comma list of device indices|--devices gpu
+devices-empty-entry|--devices: '0,,1'|--devices 0,,1
+devices-trailing-comma|--devices: '0,'|--devices 0,
+devices-negative|--devices: '-1'|--devices -1
+devices-and-device|--device and --devices exclude each other|--device 0 --devices 0,1
 missing-value-last|--lr needs a value|--epochs 1 --lr
 missing-value-data|--data needs a value|--data
 missing-value-model|--model needs a value|--model
@@ -148,6 +153,8 @@ done
 run_case "device 9" - "--device 9 is out of range" "${base[@]}" --device 9
 run_case "platform 9" - "--platform 9 has no visible device" "${base[@]}" --platform 9
 run_case "platform 0 device 9" - "--device 9 is out of range" "${base[@]}" --platform 0 --device 9
+run_case "devices 0,9" - "--devices: --device 9 is out of range" "${base[@]}" --devices 0,9
+run_case "devices twice" - "--devices: device 0 is listed twice" "${base[@]}" --devices 0,0
 run_case "backend unknown" CLCNN_BACKEND=cuda "cuda" "${base[@]}"
 run_case "autotune not 0 or 1" CLCNN_AUTOTUNE=yes "CLCNN_AUTOTUNE='yes' is not 0 or 1" "${base[@]}"
 

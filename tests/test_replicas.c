@@ -177,23 +177,31 @@ static void compare_runs(const char *what, const reference *ref, const record *b
     CHECK_MSG(worst < 1e-5 && w < 1e-5, "%s: losses %.3g, weights %.3g", what, worst, w);
 }
 
+/* Two units of `spec` and their group; sets receives their data sets. */
+static clcnn_replicas *make_pair(const setup *s, const char *spec, unit u[2],
+                                 clcnn_dataset *sets[2]) {
+    clcnn_replicas *g = NULL;
+    unit_make(&u[0], s, spec, 0.05);
+    unit_make(&u[1], s, spec, 0.05);
+    clcnn_model *models[2] = {u[0].m, u[1].m};
+    sets[0] = u[0].ds, sets[1] = u[1].ds;
+    CHECK(clcnn_replicas_create(&g, models, 2, NULL) == CLCNN_SUCCESS);
+    return g;
+}
+
 /* Two replicas in this process against one model. */
 static void test_two_local(const setup *s, const reference *ref) {
-    unit r0, r1;
+    unit u[2];
     record rb = {{0}, 0};
-    clcnn_replicas *g = NULL;
-    unit_make(&r0, s, SPEC_PLAIN, 0.05);
-    unit_make(&r1, s, SPEC_PLAIN, 0.05);
-    clcnn_model *models[2] = {r0.m, r1.m};
-    clcnn_dataset *sets[2] = {r0.ds, r1.ds};
-    CHECK(clcnn_replicas_create(&g, models, 2, NULL) == CLCNN_SUCCESS);
+    clcnn_dataset *sets[2];
+    clcnn_replicas *g = make_pair(s, SPEC_PLAIN, u, sets);
     CHECK(clcnn_replicas_local_count(g) == 2 && clcnn_replicas_global_count(g) == 2);
     int off = -1, cnt = -1;
     clcnn_replicas_share(g, BATCH, 1, &off, &cnt);
     CHECK(off == 13 && cnt == 12);
     run_group(g, sets, &rb);
-    compare_runs("2 replicas", ref, &rb, r0.m);
-    CHECK(weights_diff(r0.m, r1.m) == 0); /* the same update on the same device kind */
+    compare_runs("2 replicas", ref, &rb, u[0].m);
+    CHECK(weights_diff(u[0].m, u[1].m) == 0); /* the same update on the same device kind */
     double l1 = ref->loss, l2 = 0;
     int h1 = ref->hits, h2 = 0;
     CHECK(clcnn_replicas_evaluate(g, sets, 40, &l2, &h2) == CLCNN_SUCCESS);
@@ -203,32 +211,28 @@ static void test_two_local(const setup *s, const reference *ref) {
     clcnn_replicas_timing(g, &c, &w, &red, &steps);
     CHECK(steps == STEPS && c > 0 && w >= 0 && red > 0);
     clcnn_replicas_free(g);
-    unit_free(&r0);
-    unit_free(&r1);
+    unit_free(&u[0]);
+    unit_free(&u[1]);
 }
 
 /* BatchNorm: each share normalised alone (no single-device answer); the replicas stay equal,
  * share replica 0's running statistics, and evaluate as replica 0 alone does. */
 static void test_batchnorm(const setup *s) {
-    unit r0, r1;
+    unit u[2];
     record rec = {{0}, 0};
-    clcnn_replicas *g = NULL;
-    unit_make(&r0, s, SPEC_BN, 0.05);
-    unit_make(&r1, s, SPEC_BN, 0.05);
-    clcnn_model *models[2] = {r0.m, r1.m};
-    clcnn_dataset *sets[2] = {r0.ds, r1.ds};
-    CHECK(clcnn_replicas_create(&g, models, 2, NULL) == CLCNN_SUCCESS);
+    clcnn_dataset *sets[2];
+    clcnn_replicas *g = make_pair(s, SPEC_BN, u, sets);
     run_group(g, sets, &rec);
     CHECK(rec.n == STEPS && isfinite(rec.losses[STEPS - 1]));
-    CHECK(weights_diff(r0.m, r1.m) == 0); /* parameters and running statistics alike */
+    CHECK(weights_diff(u[0].m, u[1].m) == 0); /* parameters and running statistics alike */
     double l1 = 0, l2 = 0;
     int h1 = 0, h2 = 0;
-    CHECK(clcnn_model_evaluate(r0.m, r0.ds, 40, &l1, &h1) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_evaluate(u[0].m, u[0].ds, 40, &l1, &h1) == CLCNN_SUCCESS);
     CHECK(clcnn_replicas_evaluate(g, sets, 40, &l2, &h2) == CLCNN_SUCCESS);
     CHECK_MSG(rel(l1, l2) < 1e-5 && h1 == h2, "bn evaluation %.8g/%d vs %.8g/%d", l1, h1, l2, h2);
     clcnn_replicas_free(g);
-    unit_free(&r0);
-    unit_free(&r1);
+    unit_free(&u[0]);
+    unit_free(&u[1]);
 }
 
 /* ---- two processes, as threads over an in-memory transport ------------------------------- */

@@ -539,6 +539,16 @@ static void parse_args(int argc, char **argv, cli_options *o) {
         die("--momentum and --nesterov apply to --optimizer sgd only");
     if (o->init && o->resume) die("--init and --resume exclude each other");
     if (o->devices && o->device >= 0) die("--device and --devices exclude each other");
+    if (o->devices && strcmp(o->devices, "all") != 0) {
+        const char *p = o->devices;
+        while (*p >= '0' && *p <= '9') {
+            while (*p >= '0' && *p <= '9')
+                p++;
+            if (*p == ',' && p[1]) p++;
+        }
+        if (*p || !o->devices[0])
+            die("--devices: '%s' is not 'all' or a comma list of device indices (0,1)", o->devices);
+    }
     if (o->eval_only && !o->init && !o->resume)
         die("--eval-only needs weights: --init FILE or --resume FILE");
     if (!o->lr_given && o->optimizer != CLCNN_OPTIMIZER_SGD) o->lr = 1e-3;
@@ -919,23 +929,15 @@ static void epoch_failed(run_state *r, clcnn_status st, int64_t step) {
     const char *lead = r->tty ? "\n" : "";
     float loss = 0;
     if (st == CLCNN_ERR_PEER) return; /* the failing process has said why */
-    if (r->group) {
-        if (st == CLCNN_ERR_NUMERIC && !clcnn_replicas_last_loss(r->group, &loss, NULL))
-            say_after(lead,
-                      "the loss is %s at step %" PRId64 " (epoch %" PRId64
-                      "); stopping. Lower --lr? The last checkpoint in %s is intact.",
-                      isnan(loss) ? "NaN" : "infinite", step, r->epoch + 1, r->o->save_dir);
-        else
-            say_after(lead, "step %" PRId64 " failed: %s%s%s", step + 1,
-                      clcnn_replicas_errmsg(r->group), r->dist->error[0] ? ": " : "",
-                      r->dist->error);
-        return;
-    }
-    if (st == CLCNN_ERR_NUMERIC && !clcnn_model_last_loss(r->model, &loss, NULL))
+    if (st == CLCNN_ERR_NUMERIC && !(r->group ? clcnn_replicas_last_loss(r->group, &loss, NULL)
+                                              : clcnn_model_last_loss(r->model, &loss, NULL)))
         say_after(lead,
                   "the loss is %s at step %" PRId64 " (epoch %" PRId64
                   "); stopping. Lower --lr? The last checkpoint in %s is intact.",
                   isnan(loss) ? "NaN" : "infinite", step, r->epoch + 1, r->o->save_dir);
+    else if (r->group)
+        say_after(lead, "step %" PRId64 " failed: %s%s%s", step + 1,
+                  clcnn_replicas_errmsg(r->group), r->dist->error[0] ? ": " : "", r->dist->error);
     else
         say_after(lead, "step %" PRId64 " failed: %s", step + 1, clcnn_model_errmsg(r->model));
 }
