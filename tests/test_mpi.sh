@@ -8,6 +8,8 @@
 #    line saying they disagree on --batch-size.
 # 3. a rank that fails at start (--device 7, which does not exist) ends the whole job non-zero
 #    within 30 s, with its error line.
+# 4. a loss that turns NaN (--lr 1e6) stops both ranks at the same step, non-zero, with one
+#    line (rank 0's) and no checkpoint.
 # Usage: test_mpi.sh CLCNN_TRAIN MPIEXEC   (MPIEXEC "" -> skipped: clcnn_train built without MPI)
 set -u
 bin=$1
@@ -155,6 +157,15 @@ line=$(grep -m1 '^clcnn_train (rank 1): ' "$work/nodev.out")
 check "a rank failing at start ends the job non-zero within 30 s" $? "status $rc after $secs s"
 [ -n "$line" ]; check "the failing rank's line" $? "$(head -5 "$work/nodev.out")"
 echo "rank 1 on --device 7: exit status $rc after $secs s: $line"
+
+# 4. A NaN loss is global: every rank stops at the same step, rank 0 alone says so.
+run_job "$work/nan.out" -np 2 "$bin" "${short[@]}" --batch-size 64 --save-dir "$work/nan" \
+    --lr 1e6 --momentum 0.9 --log-every 1
+lines=$(grep -c 'the loss is NaN' "$work/nan.out")
+[ "$rc" != 0 ] && [ "${secs%.*}" -lt 30 ] && [ "$lines" = 1 ] && [ ! -e "$work/nan/epoch_1.safetensors" ]
+check "a NaN loss ends both ranks with one line and no checkpoint" $? \
+    "status $rc after $secs s, $lines lines: $(grep -i nan "$work/nan.out" | head -3)"
+echo "NaN loss: exit status $rc after $secs s: $(grep -m1 'the loss is NaN' "$work/nan.out")"
 
 [ $fail = 0 ] && echo "all MPI checks passed"
 exit $fail

@@ -842,9 +842,10 @@ static int evaluate(run_state *r, int64_t epoch, int64_t step) {
                      "{\"type\":\"eval\",\"epoch\":%" PRId64 ",\"step\":%" PRId64
                      ",\"test_loss\":null,\"test_accuracy\":%.9g}\n",
                      epoch, step, acc);
-        say("the test loss is %s after epoch %" PRId64 " (step %" PRId64
-            "); stopping. Lower --lr? The last checkpoint in %s is intact.",
-            isnan(loss) ? "NaN" : "infinite", epoch, step, r->o->save_dir);
+        if (r->dist->rank == 0) /* every rank has the same test loss */
+            say("the test loss is %s after epoch %" PRId64 " (step %" PRId64
+                "); stopping. Lower --lr? The last checkpoint in %s is intact.",
+                isnan(loss) ? "NaN" : "infinite", epoch, step, r->o->save_dir);
         return -1;
     }
     printf("epoch %" PRId64 ": test loss %.4f, test accuracy %.4f (%d/%d)\n", epoch, loss, acc,
@@ -929,6 +930,8 @@ static void epoch_failed(run_state *r, clcnn_status st, int64_t step) {
     const char *lead = r->tty ? "\n" : "";
     float loss = 0;
     if (st == CLCNN_ERR_PEER) return; /* the failing process has said why */
+    /* Every rank sees the same global loss: rank 0 speaks for all. */
+    if (st == CLCNN_ERR_NUMERIC && r->dist->rank != 0) return;
     if (st == CLCNN_ERR_NUMERIC && !(r->group ? clcnn_replicas_last_loss(r->group, &loss, NULL)
                                               : clcnn_model_last_loss(r->model, &loss, NULL)))
         say_after(lead,
