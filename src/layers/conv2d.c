@@ -181,6 +181,13 @@ enum { WGRAD_SLICE_FLOATS = 1 << 17 };
  * in place and reduces across lanes, wins (measured on PoCL: 2.3 ms against 3.2 ms per step
  * for the seed's conv0, 3.3 against 5.9 ms for its 800-tap conv2). */
 enum { WGRAD_ROWS_MIN_TAPS = 128 };
+
+/* Below this many output pixels per channel the direct kernels, which give each work-item a
+ * row of pixels, run mostly empty: the resnet preset's 128-channel convolutions on 3x3 maps
+ * ran at 26 GFLOP/s forward and 43 backward against im2col + the CPU GEMM's 83 and 104
+ * (batch 256, 2-core EPYC guest); at 7x7 both took the same time. The rules take im2col
+ * there. */
+enum { DIRECT_MIN_PIXELS = 16 };
 typedef struct wgrad_plan {
     int ocp, nb, S;
     size_t rows, part; /* floats of ws->rows and ws->col needed */
@@ -339,7 +346,8 @@ static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, c
 }
 
 /* The rules: the direct kernels where the device takes the CPU-shaped GEMM (they are written
- * for CPU devices) or CLCNN_CONV_ALGO=direct asks, im2col elsewhere. On the direct path the
+ * for CPU devices) and the output has DIRECT_MIN_PIXELS pixels or more, or where
+ * CLCNN_CONV_ALGO=direct asks; im2col elsewhere. On the direct path the
  * weight gradient reads gy in place below WGRAD_ROWS_MIN_TAPS taps and takes the row GEMM
  * above (or the autotuner times both); the input gradient is the flipped convolution by the
  * forward's algorithm where the shape allows one, else col2im. */
@@ -350,9 +358,10 @@ static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_
         return;
     }
     int na = conv_algos(ctx, n, CLCNN_PASS_FORWARD, a), taps = n->conv.C * n->conv.K * n->conv.K;
-    int direct =
-        ctx->conv_algo == CLCNN_CONV_ALGO_DIRECT ||
-        (ctx->conv_algo != CLCNN_CONV_ALGO_IM2COL && clcnn_gemm_kind(ctx) == CLCNN_GEMM_CPU);
+    int tiny = n->conv.OH * n->conv.OW < DIRECT_MIN_PIXELS;
+    int direct = ctx->conv_algo == CLCNN_CONV_ALGO_DIRECT ||
+                 (ctx->conv_algo != CLCNN_CONV_ALGO_IM2COL &&
+                  clcnn_gemm_kind(ctx) == CLCNN_GEMM_CPU && !tiny);
     if (f && has(a, na, f->algo[CLCNN_PASS_FORWARD])) direct = f->algo[0] != CLCNN_ALGO_IM2COL;
     direct = direct && has(a, na, CLCNN_ALGO_DIRECT);
     n->algo[CLCNN_PASS_FORWARD] = direct ? CLCNN_ALGO_DIRECT : CLCNN_ALGO_IM2COL;
