@@ -21,19 +21,19 @@ static void split(int n, int parts, int i, int *offset, int *count) {
     *offset = i * base + (i < rem ? i : rem);
 }
 
-/* Sample [*offset, *offset + *count) of a global batch of n: split across processes first,
- * then across this process's replicas. global: the offset within the global batch. */
-static void share(const clcnn_replicas *r, int n, int i, int *offset, int *count, int *global) {
-    int p_off, p_cnt;
+/* Samples [*offset, *offset + *count) of a global batch of n for local replica i: split across
+ * processes first, then across this process's replicas. */
+static void share(const clcnn_replicas *r, int n, int i, int *offset, int *count) {
+    int p_off, p_cnt, local;
     split(n, r->size, r->rank, &p_off, &p_cnt);
-    split(p_cnt, r->n, i, offset, count);
-    *global = p_off + *offset;
+    split(p_cnt, r->n, i, &local, count);
+    *offset = p_off + local;
 }
 
 void clcnn_replicas_share(const clcnn_replicas *r, int n, int i, int *offset, int *count) {
-    int off = 0, cnt = 0, global = 0;
-    if (r && i >= 0 && i < r->n && n >= 0) share(r, n, i, &off, &cnt, &global);
-    if (offset) *offset = global;
+    int off = 0, cnt = 0;
+    if (r && i >= 0 && i < r->n && n >= 0) share(r, n, i, &off, &cnt);
+    if (offset) *offset = off;
     if (count) *count = cnt;
 }
 
@@ -65,8 +65,8 @@ static clcnn_status job_compute(clcnn_replica *p) {
     clcnn_status st;
     p->loss = 0, p->correct = 0;
     if (p->count > 0) {
-        m->sample0 = p->global_offset;
-        st = clcnn_stage_batch(m, p->ds, g->first + p->global_offset, p->count, 1, g->aug);
+        m->sample0 = p->offset;
+        st = clcnn_stage_batch(m, p->ds, g->first + p->offset, p->count, 1, g->aug);
         if (!st) st = clcnn_model_grad_staged(m, p->count, g->batch_n);
         m->sample0 = 0;
         if (st) return st;
@@ -466,7 +466,7 @@ clcnn_status clcnn_replicas_step(clcnn_replicas *r, clcnn_dataset *const *ds, in
     r->first = first, r->batch_n = n, r->aug = aug;
     for (int i = 0; i < r->n; i++) {
         clcnn_replica *p = &r->reps[i];
-        share(r, n, i, &p->offset, &p->count, &p->global_offset);
+        share(r, n, i, &p->offset, &p->count);
     }
     st = dispatch(r, CLCNN_JOB_COMPUTE);
     time_compute(r);
@@ -507,8 +507,7 @@ clcnn_status clcnn_replicas_evaluate(clcnn_replicas *r, clcnn_dataset *const *ds
     r->eval_batch = batch_size;
     for (int i = 0; i < r->n; i++) {
         clcnn_replica *p = &r->reps[i];
-        share(r, ds[0]->n, i, &p->offset, &p->count, &p->global_offset);
-        p->offset = p->global_offset; /* a range of the whole test set */
+        share(r, ds[0]->n, i, &p->offset, &p->count); /* a range of the whole test set */
     }
     st = dispatch(r, CLCNN_JOB_EVAL);
     if ((st = agree(r, st, &loss, &hits))) return st;

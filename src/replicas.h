@@ -36,8 +36,8 @@ typedef struct clcnn_replica {
     struct clcnn_replicas *g;
     clcnn_model *m;
     int index;         /* among this process's replicas */
-    int offset, count; /* the current share: first sample and size, within the batch */
-    int global_offset; /* offset within the global batch (all processes) */
+    int offset, count; /* the current share: its first sample's place in the global batch (all
+                        * processes), and its size */
     clcnn_dataset *ds; /* the current job's data set */
     float *grad;       /* the gradients of the last COMPUTE (m->total floats) */
     float loss;        /* COMPUTE: sum(loss) / global batch; EVAL: sum(loss) */
