@@ -228,18 +228,27 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
     STORE_ROW(4) STORE_ROW(5) STORE_ROW(6) STORE_ROW(7)
 }
 
-/* The same for 8-wide outputs (8x8 maps and the like), where a float16 would be half empty: a
- * float16 holds two output rows, so a work-item owns 8 channels x 4 rows x 8 columns.
- * global = (ceil(OH/4), ceil(OC/8), N). */
+/* The same for outputs at most 8 wide (8x8 and 7x7 maps and the like), where a float16 would
+ * be half empty or worse: a float16 holds two 8-lane output rows, so a work-item owns 8
+ * channels x 4 rows x 8 columns; lanes past OW are computed from slack and not stored. The
+ * fused pool (pool != 0) needs OW == 8. global = (ceil(OH/4), ceil(OC/8), N). */
 #define STORE_ROW8(r)                                                                              \
     if (oc0 + r < OC) {                                                                            \
         float bias = has_bias ? w[boff + oc0 + r] : 0.0f;                                          \
-        __global float *yp = y + yoff + ((n * OC + oc0 + r) * OH + oh0) * 8;                       \
+        __global float *yp = y + yoff + ((n * OC + oc0 + r) * OH + oh0) * OW;                      \
         float16 s0 = a##r + bias, s1 = b##r + bias;                                                \
-        vstore8(s0.lo, 0, yp);                                                                     \
-        if (rows > 1) vstore8(s0.hi, 0, yp + 8);                                                   \
-        if (rows > 2) vstore8(s1.lo, 0, yp + 16);                                                  \
-        if (rows > 3) vstore8(s1.hi, 0, yp + 24);                                                  \
+        if (OW == 8) {                                                                             \
+            vstore8(s0.lo, 0, yp);                                                                 \
+            if (rows > 1) vstore8(s0.hi, 0, yp + 8);                                               \
+            if (rows > 2) vstore8(s1.lo, 0, yp + 16);                                              \
+            if (rows > 3) vstore8(s1.hi, 0, yp + 24);                                              \
+        } else {                                                                                   \
+            float t[32];                                                                           \
+            vstore16(s0, 0, t);                                                                    \
+            vstore16(s1, 0, t + 16);                                                               \
+            for (int i = 0; i < rows; i++)                                                         \
+                for (int q = 0; q < OW; q++) yp[i * OW + q] = t[i * 8 + q];                        \
+        }                                                                                          \
     }
 
 /* The fused 2x2 pool of the 8-wide kernel: rows oh0..oh0+3 give pooled rows oh0/2 and
@@ -256,8 +265,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1_w8(
     __global float *y, int yoff, __global const float *xp, __global const float *w, int woff,
-    int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH, __global int *argmax,
-    int pool) {
+    int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH, int OW,
+    __global int *argmax, int pool) {
     int oh0 = get_global_id(0) * 4, oc0 = get_global_id(1) * 8, n = get_global_id(2);
     if (oh0 >= OH || oc0 >= OC) return;
     DIRECT_SETUP

@@ -126,7 +126,8 @@ static clcnn_status conv_direct(clcnn_context *ctx, cl_mem xp, int padded,
     if ((st = clcnn_fill(ctx, xp, nc * hp * wp, (int)pad_slack(wp), 0.0f))) return st;
 conv:
     if (!y) return CLCNN_SUCCESS; /* padding only (the weight gradient's input) */
-    if (s->OW == 8) k = clcnn_kernel(ctx, CLCNN_K_conv_direct_s1_w8);
+    int pool = argmax != NULL, narrow = s->OW < 8 ? !pool : s->OW == 8;
+    if (narrow) k = clcnn_kernel(ctx, CLCNN_K_conv_direct_s1_w8);
     clcnn_args b = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&b, y);
     CLCNN_ARG(&b, zero);
@@ -141,13 +142,12 @@ conv:
     CLCNN_ARG(&b, s->OC);
     CLCNN_ARG(&b, s->K);
     CLCNN_ARG(&b, s->OH);
-    if (s->OW != 8) CLCNN_ARG(&b, s->OW);
-    int pool = argmax != NULL;
+    CLCNN_ARG(&b, s->OW);
     cl_mem am = pool ? argmax : y; /* a valid buffer the kernel does not touch */
     CLCNN_ARG(&b, am);
     CLCNN_ARG(&b, pool);
-    size_t global[3] = {s->OW == 8 ? (size_t)(s->OH + 3) / 4
-                                   : (size_t)((s->OW + 15) / 16) * (size_t)((s->OH + 1) / 2),
+    size_t global[3] = {narrow ? (size_t)(s->OH + 3) / 4
+                               : (size_t)((s->OW + 15) / 16) * (size_t)((s->OH + 1) / 2),
                         (size_t)(s->OC + 7) / 8, (size_t)N};
     return clcnn_launch_single(ctx, k, &b, 3, global);
 }
