@@ -512,3 +512,78 @@ __kernel void pool2_grad_to_rows(__global float *gyt, __global float *gy, int nc
         }
     }
 }
+
+/* The weights of a convolution with O outputs, I inputs and T = K*K taps in the layout of
+ * conv_bcast_s1: wt[(i*T + t)*Op + o], Op = O rounded up to 16, zeros past O. With flip, the
+ * convolution is the input gradient of w (I, O, K, K): its weight (o, i, t) is w's (i, o, T-1-t).
+ * One work-item per (i, t) row of Op values. */
+__kernel void weights_to_lanes(__global float *wt, __global const float *w, int woff, int O,
+                               int I, int T, int Op, int flip) {
+    int r = get_global_id(0);
+    if (r >= I * T) return;
+    int i = r / T, t = r % T;
+    __global float *dst = wt + (long)r * Op;
+    for (int o = 0; o < Op; o++) {
+        long src = flip ? ((long)i * O + o) * T + (T - 1 - t) : ((long)o * I + i) * T + t;
+        dst[o] = o < O ? w[woff + src] : 0.0f;
+    }
+}
+
+/* Direct stride-1 convolution with the output channels in the vector lanes, shaped for CPU
+ * devices: one work-item per work-group owns V*16 output channels x R rows x Q columns in
+ * V*R*Q float16 accumulators (arrays over constant, fully unrolled loops, so they live in
+ * registers); per tap, V vector loads of 16 weights (wt, from weights_to_lanes) and V*R*Q fmas,
+ * each broadcasting one input value straight from memory (x86's embedded broadcast): about
+ * one instruction per fma, where conv_direct_s1 needs two loads and eight broadcasts per
+ * sixteen. The tile goes to NCHW through a private copy. Columns and rows past the output are
+ * computed from the padded input's slack and not stored; channels past OC have zero weights
+ * and are not stored. global = (ceil(OW/Q) * ceil(OH/R), Op/(16*V), N). Variants: */
+#define CONV_BCAST(NAME, V, R, Q)                                                                  \
+    __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(                             \
+        __global float *y, __global const float *xp, __global const float *wt, int Op,            \
+        __global const float *p, int boff, int has_bias, int C, int Hp, int Wp, int OC, int K,     \
+        int OH, int OW) {                                                                          \
+        int tiles_w = (OW + Q - 1) / Q;                                                            \
+        int t = get_global_id(0), oc0 = get_global_id(1) * 16 * V, n = get_global_id(2);           \
+        int ow0 = (t % tiles_w) * Q, oh0 = (t / tiles_w) * R;                                      \
+        if (oh0 >= OH) return;                                                                     \
+        float16 acc[V][R][Q];                                                                      \
+        _Pragma("unroll") for (int v = 0; v < V; v++)                                              \
+            _Pragma("unroll") for (int r = 0; r < R; r++)                                          \
+                _Pragma("unroll") for (int q = 0; q < Q; q++) acc[v][r][q] = 0.0f;                 \
+        __global const float *xn = xp + ((long)n * C * Hp + oh0) * Wp + ow0;                       \
+        __global const float *wc = wt + oc0;                                                       \
+        for (int c = 0; c < C; c++) {                                                              \
+            for (int kh = 0; kh < K; kh++) {                                                       \
+                __global const float *x0 = xn + ((long)c * Hp + kh) * Wp;                          \
+                for (int kw = 0; kw < K; kw++, x0++, wc += Op) {                                   \
+                    float16 wv[V];                                                                 \
+                    _Pragma("unroll") for (int v = 0; v < V; v++) wv[v] = vload16(v, wc);          \
+                    _Pragma("unroll") for (int r = 0; r < R; r++)                                  \
+                        _Pragma("unroll") for (int q = 0; q < Q; q++)                              \
+                            _Pragma("unroll") for (int v = 0; v < V; v++)                          \
+                                acc[v][r][q] =                                                     \
+                                    fma((float16)(x0[r * Wp + q]), wv[v], acc[v][r][q]);           \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        float tile[V * R * Q * 16];                                                                \
+        _Pragma("unroll") for (int v = 0; v < V; v++)                                              \
+            _Pragma("unroll") for (int r = 0; r < R; r++)                                          \
+                _Pragma("unroll") for (int q = 0; q < Q; q++)                                      \
+                    vstore16(acc[v][r][q], (v * R + r) * Q + q, tile);                             \
+        int rows = min(R, OH - oh0), cols = min(Q, OW - ow0), lanes = min(16 * V, OC - oc0);       \
+        __global float *y0 = y + (((long)n * OC + oc0) * OH + oh0) * OW + ow0;                     \
+        for (int l = 0; l < lanes; l++) {                                                          \
+            float bias = has_bias ? p[boff + oc0 + l] : 0.0f;                                      \
+            __global float *yp = y0 + (long)l * OH * OW;                                           \
+            __private const float *tl = tile + (l / 16) * R * Q * 16 + l % 16;                     \
+            for (int r = 0; r < rows; r++)                                                         \
+                for (int q = 0; q < cols; q++) yp[r * OW + q] = tl[(r * Q + q) * 16] + bias;       \
+        }                                                                                          \
+    }
+
+/* 16 channels x 4 rows x 7 columns: maps 7, 14, 28 wide and the like; 32 channels x 3 x 3:
+ * 3x3 maps (as resnet's last blocks) */
+CONV_BCAST(conv_bcast_s1, 1, 4, 7)
+CONV_BCAST(conv_bcast_s1_3x3, 2, 3, 3)

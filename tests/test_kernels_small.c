@@ -620,6 +620,12 @@ int main(void) {
          * im2col + col2im) */
         {"conv(3,3,pad=1) conv(4,3,pad=3) maxpool(2) flatten linear(10)", 1, 6, 6,
          CLCNN_OPTIMIZER_SGD, 0, 0, 0, 0},
+        /* the kernels with output channels in the lanes: 16 x 4 x 7 tiles on 7x7 maps (the
+         * third conv's input gradient too), 32 x 3 x 3 tiles on 3x3 maps (the last conv's
+         * input gradient too) */
+        {"conv(8,3,pad=1) conv(16,3,pad=1) relu conv(16,3,pad=1) relu maxpool(2) "
+         "conv(32,3,pad=1) conv(32,3,pad=1) flatten linear(10)",
+         2, 7, 7, CLCNN_OPTIMIZER_SGD, 0, 0, 0, 0},
     };
     clcnn_devices *devs = NULL;
     clcnn_context *ctx = NULL;

@@ -683,7 +683,7 @@ static int run_combo(const lo_ctx *lc, const lo_host *h, const lo_case *c, const
              clcnn_algo_name(n.algo[1]), clcnn_algo_name(n.algo[2]));
     else
         run_one(lc->ctx, h, c, &n, &r, perf_out, sizeof perf_out);
-    printf("%-44s %-11s %-34s %s%s\n", h->label, lc->name, algos,
+    printf("%-44s %-11s %-38s %s%s\n", h->label, lc->name, algos,
            r.ok ? "ok" : "FAIL: ", r.ok ? perf_out : r.why);
     fflush(stdout);
     return r.ok;
@@ -758,7 +758,7 @@ static int check_ce_eps(const lo_ctx *lc, int N, int K, double scale, int seed, 
         fail(&r, "clcnn_cross_entropy (accumulating): %s", clcnn_context_errmsg(ctx));
     compare(ctx, &r, &ta, d.p, 0, &two, 1);
     snprintf(label, sizeof label, "cross-entropy N%d K%d scale %g smoothing %g", N, K, scale, eps);
-    printf("%-44s %-11s %-34s %s%s\n", label, lc->name, "kernel",
+    printf("%-44s %-11s %-38s %s%s\n", label, lc->name, "kernel",
            r.ok ? "ok" : "FAIL: ", r.ok ? "" : r.why);
     dev_free(&d);
     free(z), free(lab), free(gz), free(zd);

@@ -1,13 +1,15 @@
 /* Conv2d (nn.Conv2d, zero padding, no dilation or groups): weight (OC, C, K, K), bias (OC).
  * Its algorithms (cl/conv2d.cl), chosen by the plan:
- * - forward: `direct` (stride 1: a padded copy of the input, one launch for the batch),
- *   `direct+pool` (the same with a following MaxPool2d(2) in its store: a fused node), or
+ * - forward: `direct` (stride 1: a padded copy of the input, one launch for the batch; output
+ *   columns in the vector lanes), `direct-lanes` (the same with output channels in the lanes),
+ *   `direct+pool` (direct with a following MaxPool2d(2) in its store: a fused node), or
  *   `im2col` (im2col + GEMM + scatter, in chunks of images);
  * - weight gradient: `wgrad-rows` (gy as pixel rows, an implicit GEMM against the padded
  *   input), `wgrad-lanes` (gy read in place, reduced across lanes), `wgrad-tuned` (either,
  *   timed once) or `im2col` (gather + GEMM);
- * - input gradient: `flip-direct` / `flip-im2col` (stride 1, pad <= K-1: a convolution of gy
- *   with the flipped weights, direct or through im2col) or `col2im` (GEMM + col2im). */
+ * - input gradient: `flip-direct` / `flip-lanes` / `flip-im2col` (stride 1, pad <= K-1: a
+ *   convolution of gy with the flipped weights, by either direct kind or through im2col) or
+ *   `col2im` (GEMM + col2im). */
 #include "layer.h"
 
 #include "gemm.h"
@@ -98,6 +100,88 @@ static int chunk_of(const clcnn_conv2d_shape *s, const clcnn_io *io) {
     size_t a = per_col ? io->ws.col / per_col : 1, b = per_rows ? io->ws.rows / per_rows : 1;
     size_t c = a < b ? a : b;
     return c > 1 << 20 ? 1 << 20 : (int)c;
+}
+
+/* The tiles of the convolutions with output channels in the vector lanes (conv_bcast_s1*):
+ * 16*v channels x r rows x q columns. */
+typedef struct bcast_tile {
+    clcnn_kernel_id k;
+    int v, r, q;
+} bcast_tile;
+
+static const bcast_tile bcast_tiles[] = {
+    {CLCNN_K_conv_bcast_s1, 1, 4, 7},
+    {CLCNN_K_conv_bcast_s1_3x3, 2, 3, 3},
+};
+
+/* BCAST_MIN_TAPS: below this many taps per output (C*K*K) the copy of each tile to NCHW
+ * costs more than the broadcasts save (a 1-channel input, say). */
+enum { BCAST_MIN_TAPS = 64, BCAST_NONE = -1 };
+
+/* Output channels rounded up to a whole number of t's channel blocks. */
+static int lanes_of(const bcast_tile *t, int oc) {
+    return (oc + 16 * t->v - 1) / (16 * t->v) * (16 * t->v);
+}
+
+/* The tile of the lanes kernels for s that wastes least (an index into bcast_tiles); with
+ * strict, BCAST_NONE unless it wastes at most a quarter of the work and s has at least
+ * BCAST_MIN_TAPS taps per output (the rule for taking direct-lanes). */
+static int pick_bcast(const clcnn_conv2d_shape *s, int strict) {
+    int best = 0;
+    double best_eff = 0, used = (double)s->OC * s->OH * s->OW;
+    for (int i = 0; i < (int)(sizeof bcast_tiles / sizeof bcast_tiles[0]); i++) {
+        const bcast_tile *t = &bcast_tiles[i];
+        double done = (double)lanes_of(t, s->OC) * ((s->OH + t->r - 1) / t->r * t->r) *
+                      ((s->OW + t->q - 1) / t->q * t->q);
+        if (used / done > best_eff) best = i, best_eff = used / done;
+    }
+    if (strict && (best_eff < 0.75 || s->C * s->K * s->K < BCAST_MIN_TAPS)) return BCAST_NONE;
+    return best;
+}
+
+/* Floats of weights in lanes layout the lanes kernels need for s. */
+static size_t bcast_weights(const clcnn_conv2d_shape *s) {
+    return (size_t)lanes_of(&bcast_tiles[pick_bcast(s, 0)], s->OC) * s->C * s->K * s->K;
+}
+
+/* y = conv(xp, w) by conv_bcast_s1: the weights (params at woff, as (OC, C, K, K); with flip,
+ * those of the convolution whose input gradient this is, as (C, OC, K, K)) into lanes layout
+ * in wl, then one launch for the batch. */
+static clcnn_status conv_bcast(clcnn_context *ctx, cl_mem xp, const clcnn_conv2d_shape *s, cl_mem y,
+                               cl_mem params, int woff, int boff, int flip, cl_mem wl, int N) {
+    const bcast_tile *t = &bcast_tiles[pick_bcast(s, 0)];
+    clcnn_kern *kl = clcnn_kernel(ctx, CLCNN_K_weights_to_lanes), *k = clcnn_kernel(ctx, t->k);
+    int taps = s->K * s->K, op = lanes_of(t, s->OC), hp = s->H + 2 * s->pad;
+    int wp = s->W + 2 * s->pad;
+    clcnn_status st;
+    clcnn_args a = {kl->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, wl);
+    CLCNN_ARG(&a, params);
+    CLCNN_ARG(&a, woff);
+    CLCNN_ARG(&a, s->OC);
+    CLCNN_ARG(&a, s->C);
+    CLCNN_ARG(&a, taps);
+    CLCNN_ARG(&a, op);
+    CLCNN_ARG(&a, flip);
+    if ((st = clcnn_launch1d(ctx, kl, &a, (size_t)s->C * taps))) return st;
+    clcnn_args b = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&b, y);
+    CLCNN_ARG(&b, xp);
+    CLCNN_ARG(&b, wl);
+    CLCNN_ARG(&b, op);
+    CLCNN_ARG(&b, params);
+    CLCNN_ARG(&b, boff);
+    CLCNN_ARG(&b, s->bias);
+    CLCNN_ARG(&b, s->C);
+    CLCNN_ARG(&b, hp);
+    CLCNN_ARG(&b, wp);
+    CLCNN_ARG(&b, s->OC);
+    CLCNN_ARG(&b, s->K);
+    CLCNN_ARG(&b, s->OH);
+    CLCNN_ARG(&b, s->OW);
+    size_t global[3] = {(size_t)((s->OW + t->q - 1) / t->q) * (size_t)((s->OH + t->r - 1) / t->r),
+                        (size_t)op / (16 * (size_t)t->v), (size_t)N};
+    return clcnn_launch_single(ctx, k, &b, 3, global);
 }
 
 /* The direct stride-1 convolution: pad the input once, then one launch for the batch. */
@@ -319,9 +403,10 @@ static int has(const clcnn_algo *list, int n, clcnn_algo a) {
     return 0;
 }
 
-/* Forward: direct (stride 1) or im2col. Weight gradient: rows, lanes (stride 1) or im2col.
- * Input gradient: the flipped convolution (stride 1, pad <= K-1), direct or im2col, or
- * col2im. A fused node's backward is fixed: wgrad-rows and flip-direct. */
+/* Forward: direct or direct-lanes (stride 1), or im2col. Weight gradient: rows, lanes (stride
+ * 1) or im2col. Input gradient: the flipped convolution (stride 1, pad <= K-1), direct,
+ * direct-lanes or im2col, or col2im. A fused node's backward is fixed: wgrad-rows and
+ * flip-direct. */
 static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_conv2d_shape g;
@@ -329,7 +414,7 @@ static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, c
     (void)ctx;
     if (pass == CLCNN_PASS_FORWARD) {
         if (n->n_layers == 2) return out[0] = CLCNN_ALGO_DIRECT_POOL, 1;
-        if (s1) out[k++] = CLCNN_ALGO_DIRECT;
+        if (s1) out[k++] = CLCNN_ALGO_DIRECT, out[k++] = CLCNN_ALGO_DIRECT_LANES;
         out[k++] = CLCNN_ALGO_IM2COL;
     } else if (pass == CLCNN_PASS_WGRAD) {
         if (n->n_layers == 2) return out[0] = CLCNN_ALGO_WGRAD_ROWS, 1;
@@ -339,32 +424,42 @@ static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, c
     } else if (n->need_gx) {
         if (n->n_layers == 2) return out[0] = CLCNN_ALGO_FLIP_DIRECT, 1;
         if (grad_input_shape(s, &g))
-            out[k++] = CLCNN_ALGO_FLIP_DIRECT, out[k++] = CLCNN_ALGO_FLIP_IM2COL;
+            out[k++] = CLCNN_ALGO_FLIP_DIRECT, out[k++] = CLCNN_ALGO_FLIP_LANES,
+            out[k++] = CLCNN_ALGO_FLIP_IM2COL;
         out[k++] = CLCNN_ALGO_COL2IM;
     }
     return k;
 }
 
 /* The rules: the direct kernels where the device takes the CPU-shaped GEMM (they are written
- * for CPU devices) and the output has DIRECT_MIN_PIXELS pixels or more, or where
- * CLCNN_CONV_ALGO=direct asks; im2col elsewhere. On the direct path the
+ * for CPU devices) and the output has DIRECT_MIN_PIXELS pixels or more or suits the lanes
+ * kernels, or where CLCNN_CONV_ALGO=direct asks; im2col elsewhere. A direct forward takes
+ * direct-lanes where its tiles suit the shape (pick_bcast), else direct. On the direct path the
  * weight gradient reads gy in place below WGRAD_ROWS_MIN_TAPS taps and takes the row GEMM
- * above (or the autotuner times both); the input gradient is the flipped convolution by the
- * forward's algorithm where the shape allows one, else col2im. */
+ * above (or the autotuner times both); the input gradient is the flipped convolution, by
+ * flip-lanes where the lanes tiles suit its shape, else by the forward's kind, where the shape
+ * allows one, else col2im. */
 static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *f) {
+    const clcnn_conv2d_shape *s = &n->conv;
+    clcnn_conv2d_shape g;
     clcnn_algo a[4];
     if (n->n_layers == 2) { /* fused: one algorithm per pass */
         clcnn_plan_rules_one(ctx, n, f);
         return;
     }
-    int na = conv_algos(ctx, n, CLCNN_PASS_FORWARD, a), taps = n->conv.C * n->conv.K * n->conv.K;
-    int tiny = n->conv.OH * n->conv.OW < DIRECT_MIN_PIXELS;
+    int na = conv_algos(ctx, n, CLCNN_PASS_FORWARD, a), taps = s->C * s->K * s->K;
+    int lanes = pick_bcast(s, 1) != BCAST_NONE;
+    int tiny = s->OH * s->OW < DIRECT_MIN_PIXELS && !lanes;
     int direct = ctx->conv_algo == CLCNN_CONV_ALGO_DIRECT ||
                  (ctx->conv_algo != CLCNN_CONV_ALGO_IM2COL &&
                   clcnn_gemm_kind(ctx) == CLCNN_GEMM_CPU && !tiny);
-    if (f && has(a, na, f->algo[CLCNN_PASS_FORWARD])) direct = f->algo[0] != CLCNN_ALGO_IM2COL;
     direct = direct && has(a, na, CLCNN_ALGO_DIRECT);
-    n->algo[CLCNN_PASS_FORWARD] = direct ? CLCNN_ALGO_DIRECT : CLCNN_ALGO_IM2COL;
+    clcnn_algo fwd = !direct ? CLCNN_ALGO_IM2COL
+                     : lanes ? CLCNN_ALGO_DIRECT_LANES
+                             : CLCNN_ALGO_DIRECT;
+    if (f && has(a, na, f->algo[CLCNN_PASS_FORWARD])) fwd = f->algo[CLCNN_PASS_FORWARD];
+    n->algo[CLCNN_PASS_FORWARD] = fwd;
+    direct = fwd != CLCNN_ALGO_IM2COL;
     n->algo[CLCNN_PASS_WGRAD] = !direct                      ? CLCNN_ALGO_IM2COL
                                 : clcnn_tune_enabled(ctx)    ? CLCNN_ALGO_WGRAD_TUNED
                                 : taps < WGRAD_ROWS_MIN_TAPS ? CLCNN_ALGO_WGRAD_LANES
@@ -372,15 +467,17 @@ static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_
     na = conv_algos(ctx, n, CLCNN_PASS_WGRAD, a);
     if (f && has(a, na, f->algo[CLCNN_PASS_WGRAD])) n->algo[1] = f->algo[CLCNN_PASS_WGRAD];
     na = conv_algos(ctx, n, CLCNN_PASS_DGRAD, a);
+    int glanes = grad_input_shape(s, &g) && pick_bcast(&g, 1) != BCAST_NONE;
     n->algo[CLCNN_PASS_DGRAD] = na == 0                               ? CLCNN_ALGO_NONE
                                 : !has(a, na, CLCNN_ALGO_FLIP_DIRECT) ? CLCNN_ALGO_COL2IM
-                                : direct                              ? CLCNN_ALGO_FLIP_DIRECT
-                                                                      : CLCNN_ALGO_FLIP_IM2COL;
+                                : !direct                             ? CLCNN_ALGO_FLIP_IM2COL
+                                : glanes                              ? CLCNN_ALGO_FLIP_LANES
+                                                                      : CLCNN_ALGO_FLIP_DIRECT;
     if (f && has(a, na, f->algo[CLCNN_PASS_DGRAD])) n->algo[2] = f->algo[CLCNN_PASS_DGRAD];
 }
 
 static int is_direct(clcnn_algo a) {
-    return a == CLCNN_ALGO_DIRECT || a == CLCNN_ALGO_DIRECT_POOL;
+    return a == CLCNN_ALGO_DIRECT || a == CLCNN_ALGO_DIRECT_POOL || a == CLCNN_ALGO_DIRECT_LANES;
 }
 
 static int is_wgrad_direct(clcnn_algo a) {
@@ -414,7 +511,12 @@ static void conv_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
     (void)ctx;
     size_t xp = is_direct(fwd) || is_wgrad_direct(wg) ? direct_scratch(s, N) : 0;
     if (is_direct(fwd)) ws->keep_pad = xp;
+    if (fwd == CLCNN_ALGO_DIRECT_LANES) grow(&ws->wflip, bcast_weights(s));
     grow(&ws->xpad, xp);
+    if (dg == CLCNN_ALGO_FLIP_LANES && grad_input_shape(s, &g)) {
+        grow(&ws->wflip, bcast_weights(&g));
+        grow(&ws->xpad, direct_scratch(&g, N));
+    }
     if ((dg == CLCNN_ALGO_FLIP_DIRECT || dg == CLCNN_ALGO_FLIP_IM2COL) && grad_input_shape(s, &g)) {
         grow(&ws->wflip, (size_t)s->OC * s->C * s->K * s->K);
         if (dg == CLCNN_ALGO_FLIP_DIRECT) grow(&ws->xpad, direct_scratch(&g, N));
@@ -482,6 +584,11 @@ static clcnn_status conv_forward(const clcnn_node *n, const clcnn_io *io) {
     case CLCNN_ALGO_DIRECT_POOL:
         return conv_direct(io->ctx, xp, 0, s, io->y, io->x[0], io->params, io->woff, boff, io->N,
                            io->aux);
+    case CLCNN_ALGO_DIRECT_LANES: {
+        clcnn_status st = conv_direct(io->ctx, xp, 0, s, NULL, io->x[0], NULL, 0, 0, io->N, NULL);
+        if (st) return st;
+        return conv_bcast(io->ctx, xp, s, io->y, io->params, io->woff, boff, 0, io->wflip, io->N);
+    }
     default:
         return forward_im2col(io, s, io->y, io->x[0], io->params, io->woff, boff, io->keep_col);
     }
@@ -494,6 +601,13 @@ static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_
     clcnn_conv2d_shape g;
     clcnn_status st;
     CLCNN_ASSERT(grad_input_shape(s, &g));
+    if (n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_LANES) {
+        /* pad gy, then the flipped weights go straight into lanes layout */
+        st = conv_direct(ctx, io->xpad, 0, &g, NULL, gy, NULL, 0, 0, io->N, NULL);
+        if (st) return st;
+        return conv_bcast(ctx, io->xpad, &g, io->gx[0], io->params, io->woff, 0, 1, io->wflip,
+                          io->N);
+    }
     clcnn_kern *flip = clcnn_kernel(ctx, CLCNN_K_flip_weights);
     clcnn_args f = {flip->k, 0, CL_SUCCESS};
     CLCNN_ARG(&f, io->wflip);
@@ -636,20 +750,24 @@ static clcnn_status conv_backward(const clcnn_node *n, const clcnn_io *io) {
         st = backward_im2col(n, io, wg == CLCNN_ALGO_IM2COL, dg == CLCNN_ALGO_COL2IM);
         if (st) return st;
     }
-    if (dg == CLCNN_ALGO_FLIP_DIRECT || dg == CLCNN_ALGO_FLIP_IM2COL)
+    if (dg == CLCNN_ALGO_FLIP_DIRECT || dg == CLCNN_ALGO_FLIP_LANES || dg == CLCNN_ALGO_FLIP_IM2COL)
         return input_grad_conv(n, io, io->gy);
     return CLCNN_SUCCESS;
 }
 
 /* A MaxPool2d(2) (kernel 2, stride 2, no padding) that only this convolution feeds rides in
- * its store when the forward is direct and the backward can follow: the fused backward takes
- * the row GEMM for the weights and the flipped direct convolution for the input gradient. */
+ * its store when the forward is direct (either kind; the fused node takes direct+pool) and the
+ * backward can follow: the fused backward takes the row GEMM for the weights and the flipped
+ * direct convolution for the input gradient. */
 static int conv_can_fuse(const clcnn_context *ctx, const clcnn_node *n, const clcnn_node *next) {
     const clcnn_layer_desc *p = &next->d;
     (void)ctx;
     return n->n_layers == 1 && next->d.kind == CLCNN_LAYER_MAXPOOL2D && p->kernel == 2 &&
-           p->stride == 2 && p->pad == 0 && n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_DIRECT &&
-           (!n->need_gx || n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_DIRECT);
+           p->stride == 2 && p->pad == 0 &&
+           (n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_DIRECT ||
+            n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_DIRECT_LANES) &&
+           (!n->need_gx || n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_DIRECT ||
+            n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_LANES);
 }
 
 const clcnn_layer_ops clcnn_conv2d_ops = {

@@ -38,6 +38,8 @@ const char *clcnn_algo_name(clcnn_algo a) {
         [CLCNN_ALGO_FLIP_DIRECT] = "flip-direct",
         [CLCNN_ALGO_FLIP_IM2COL] = "flip-im2col",
         [CLCNN_ALGO_COL2IM] = "col2im",
+        [CLCNN_ALGO_DIRECT_LANES] = "direct-lanes",
+        [CLCNN_ALGO_FLIP_LANES] = "flip-lanes",
     };
     return (int)a >= 0 && a < CLCNN_ALGO_COUNT && names[a] ? names[a] : "?";
 }
