@@ -115,9 +115,17 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_train: peak: %s\n", clcnn_context_errmsg(ctx));
     }
     if (copts.enable_profiling) {
-        char rep[8192];
+        static char rep[1 << 16];
         clcnn_context_profile_report(ctx, rep, sizeof rep);
         printf("device time per kernel over %d steps:\n%s", steps, rep);
+        const char *all = strstr(rep, "all: ");
+        int launches, few;
+        double ms, few_ms;
+        if (all && sscanf(all, "all: %d launches, %lf ms; %d launches under 20 us, %lf", &launches,
+                          &ms, &few, &few_ms) == 4)
+            printf("per step: %.1f launches, %.3f ms of device time; %.1f launches under 20 us, "
+                   "%.3f ms\n",
+                   (double)launches / steps, ms / steps, (double)few / steps, few_ms / steps);
     }
     free(x);
     free(lab);

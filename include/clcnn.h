@@ -223,8 +223,9 @@ clcnn_status clcnn_context_measure_peak(clcnn_context *ctx, double *gflops);
 /* With enable_profiling: waits for the queue, then writes one line per layer section (or kernel
  * name outside a layer) with calls, total device milliseconds, share and GFLOP/s, for every
  * launch since the previous report, and starts a new collection. With CLCNN_PROFILE=kernels in
- * the environment when the context was created, each layer's line is split per kernel.
- * snprintf-style return value; 0 when profiling is off. */
+ * the environment when the context was created, each layer's line is split per kernel. A last
+ * line, "all: ...", gives the number of launches and their device time, and how many of them
+ * ran under 20 microseconds. snprintf-style return value; 0 when profiling is off. */
 size_t clcnn_context_profile_report(clcnn_context *ctx, char *buf, size_t size);
 
 /* ---------------------------------------------------------------------------------------- */
