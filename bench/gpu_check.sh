@@ -9,10 +9,12 @@
 #                                      OCL_ICD_VENDORS, builds, runs ctest on the GPU, the
 #                                      fp32 peak probe, the benchmark (per-layer profile,
 #                                      each GEMM backend) and PyTorch CUDA on the same model
-#                                      for the ratio.
+#                                      for the ratio: seed (batch 64, 3x32x32) and the resnet
+#                                      preset (batch 256, 1x28x28), PyTorch eager, fp32 with
+#                                      TF32 off, in NCHW and channels_last.
 # Results go to stdout and, when $OUT is set, to $OUT/gpu_check.log.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 debs=(ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-headers opencl-c-headers opencl-clhpp-headers
       libclblast1 libclblast-dev libxxhash0 libxxhash-dev zlib1g-dev)
 
@@ -22,7 +24,7 @@ if [ "${1:-}" = "--fetch" ]; then
 fi
 
 log=${OUT:+$OUT/gpu_check.log}
-exec > >(tee ${log:-/dev/null}) 2>&1
+exec > >(tee "${log:-/dev/null}") 2>&1
 t0=$(date +%s)
 prefix=$PWD/.gpu-prefix
 ls .debs/*.deb >/dev/null 2>&1 || { echo "gpu_check: no .debs/ (run with --fetch where apt works)"; exit 1; }
@@ -77,6 +79,18 @@ echo "== clcnn seed, autotuned per GEMM shape (clblast, gpu, opencl; CLCNN_AUTOT
 CLCNN_AUTOTUNE=1 ./build-gpu/bench_train --steps 5 --warmup 0 | grep clcnn: # tunes
 CLCNN_AUTOTUNE=1 ./build-gpu/bench_train --steps 200 --warmup 10 | grep clcnn:
 cat "$CLCNN_CACHE_DIR"/autotune-*.txt 2>/dev/null
-echo "== PyTorch CUDA, same model and batch"
-python3 bench/pytorch_bench.py --cuda --steps 200 --warmup 10 || echo "(no PyTorch CUDA)"
+echo "== PyTorch CUDA, seed, same batch (eager, fp32, TF32 off)"
+for cl in "" --channels-last; do
+    python3 bench/pytorch_bench.py --cuda --steps 200 --warmup 10 ${cl:+"$cl"} ||
+        echo "(no PyTorch CUDA)"
+done
+r=(--model resnet --batch 256 --input 1x28x28)
+echo "== clcnn resnet, batch 256, 1x28x28 (per-kernel profile, then the default backend)"
+CLCNN_PROFILE=kernels ./build-gpu/bench_train "${r[@]}" --steps 20 --warmup 5
+./build-gpu/bench_train "${r[@]}" --steps 100 --warmup 10 | grep clcnn:
+echo "== PyTorch CUDA, resnet, same batch and recipe (eager, fp32, TF32 off)"
+for cl in "" --channels-last; do
+    python3 bench/pytorch_bench.py --cuda "${r[@]}" --steps 100 --warmup 10 ${cl:+"$cl"} ||
+        echo "(no PyTorch CUDA)"
+done
 echo "== done in $(( $(date +%s) - t0 )) s"

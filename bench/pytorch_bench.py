@@ -2,7 +2,8 @@
 """PyTorch reference for bench/bench_train: the same model (any clcnn spec or preset, built by
 python/clcnn_torch.py), batch, input shape and number of training steps on synthetic data, in
 train() mode (BatchNorm on batch statistics), on the CPU with a fixed thread count (or on CUDA
-with --cuda), in NCHW or, with --channels-last, torch.channels_last (model and input).
+with --cuda, in fp32 with TF32 off: the same arithmetic as clcnn's), in NCHW or, with
+--channels-last, torch.channels_last (model and input).
 The optimizer: --recipe plain is SGD lr 0.01 (clcnn's default optimizer, which bench_train
 uses); --recipe resnet is the resnet preset's recipe (SGD lr 0.01, Nesterov momentum 0.9,
 weight decay 5e-4 on conv and linear weights only, label smoothing 0.1; the one-cycle schedule
@@ -55,6 +56,9 @@ def main():
     torch.manual_seed(0)
     torch.set_num_threads(a.threads)
     dev = torch.device("cuda" if a.cuda else "cpu")
+    if a.cuda:  # plain fp32 matmuls and convolutions, no TF32 (Ampere and later default to it)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     layout = torch.channels_last if a.channels_last else torch.contiguous_format
     try:
         model = clcnn_torch.build(a.model, c, h, w)
@@ -84,7 +88,7 @@ def main():
     if a.cuda:
         torch.cuda.synchronize()
     dt = time.perf_counter() - t0
-    where = "cuda" if a.cuda else "cpu, %d threads" % a.threads
+    where = "cuda, fp32, TF32 off" if a.cuda else "cpu, %d threads" % a.threads
     print("pytorch %s (%s, %s, %s recipe): %.1f images/s, %.2f ms/step (loss %.4f)"
           % (torch.__version__, where, "channels_last" if a.channels_last else "NCHW", recipe,
              a.batch * a.steps / dt, 1e3 * dt / a.steps, loss.item()))
