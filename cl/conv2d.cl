@@ -583,7 +583,10 @@ __kernel void weights_to_lanes(__global float *wt, __global const float *w, int 
         }                                                                                          \
     }
 
-/* 16 channels x 4 rows x 7 columns: maps 7, 14, 28 wide and the like; 32 channels x 3 x 3:
- * 3x3 maps (as resnet's last blocks) */
+/* 16 channels x 1 row x 28 columns, x 2 x 14 and x 4 x 7: each a run of 28 contiguous outputs
+ * per channel on maps of that width, and the last any map 7, 14, 21, 28 ... wide; 32 channels
+ * x 3 x 3: 3x3 maps (as resnet's last blocks) */
+CONV_BCAST(conv_bcast_s1_w28, 1, 1, 28)
+CONV_BCAST(conv_bcast_s1_w14, 1, 2, 14)
 CONV_BCAST(conv_bcast_s1, 1, 4, 7)
 CONV_BCAST(conv_bcast_s1_3x3, 2, 3, 3)

@@ -110,6 +110,8 @@ typedef struct bcast_tile {
 } bcast_tile;
 
 static const bcast_tile bcast_tiles[] = {
+    {CLCNN_K_conv_bcast_s1_w28, 1, 1, 28},
+    {CLCNN_K_conv_bcast_s1_w14, 1, 2, 14},
     {CLCNN_K_conv_bcast_s1, 1, 4, 7},
     {CLCNN_K_conv_bcast_s1_3x3, 2, 3, 3},
 };
