@@ -28,28 +28,25 @@ __kernel void maxpool_forward(__global float *y, int yoff, __global int *argmax,
     argmax[i] = best;
 }
 
-/* MaxPool2d(2) (kernel 2, stride 2, no padding), the common case: one work-item per output
- * row, two input rows read as float2s. Same rule as maxpool_forward: scan order (0,0), (0,1),
- * (1,0), (1,1), strict '>', a NaN wins. */
+/* MaxPool2d(2) (kernel 2, stride 2, no padding), the common case: one work-item per output,
+ * neighbours along a row, so a CPU device's work-group vectorizer turns the window's reads into
+ * vector loads. Same rule as maxpool_forward: scan order (0,0), (0,1), (1,0), (1,1), strict
+ * '>', a NaN wins. */
 __kernel void maxpool2_forward(__global float *y, int yoff, __global int *argmax,
                                __global const float *x, int xoff, int NC, int H, int W, int OH,
                                int OW) {
-    int r = get_global_id(0);
-    if (r >= NC * OH) return;
-    int oh = r % OH, nc = r / OH;
-    __global const float *row0 = x + xoff + (nc * H + 2 * oh) * W, *row1 = row0 + W;
-    __global float *yr = y + yoff + r * OW;
-    __global int *ar = argmax + r * OW;
-    for (int ow = 0; ow < OW; ow++) {
-        float2 u = vload2(ow, row0), v = vload2(ow, row1);
-        float m = u.x;
-        int best = 0;
-        if (u.y > m || isnan(u.y)) m = u.y, best = 1;
-        if (v.x > m || isnan(v.x)) m = v.x, best = W;
-        if (v.y > m || isnan(v.y)) m = v.y, best = W + 1;
-        yr[ow] = m;
-        ar[ow] = 2 * oh * W + 2 * ow + best;
-    }
+    int i = get_global_id(0);
+    if (i >= NC * OH * OW) return;
+    int ow = i % OW, r = i / OW, oh = r % OH, nc = r / OH;
+    int p = 2 * oh * W + 2 * ow;
+    __global const float *q = x + xoff + (long)nc * H * W + p;
+    float a = q[0], b = q[1], c = q[W], d = q[W + 1], m = a;
+    int best = 0;
+    if (b > m || isnan(b)) m = b, best = 1;
+    if (c > m || isnan(c)) m = c, best = W;
+    if (d > m || isnan(d)) m = d, best = W + 1;
+    y[yoff + i] = m;
+    argmax[i] = p + best;
 }
 
 /* gx[n,c,ih,iw] = sum of gy over the outputs whose argmax is this pixel. Gather form: windows

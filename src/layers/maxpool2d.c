@@ -74,7 +74,7 @@ static clcnn_status pool_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem 
         CLCNN_ARG(&a, W);
         CLCNN_ARG(&a, OH);
         CLCNN_ARG(&a, OW);
-        return clcnn_launch1d(ctx, k2, &a, (size_t)NC * OH);
+        return clcnn_launch1d(ctx, k2, &a, (size_t)NC * OH * OW);
     }
     clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_maxpool_forward);
     clcnn_args a = {k->k, 0, CL_SUCCESS};
