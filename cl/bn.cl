@@ -3,7 +3,9 @@
  * chunk, the HW values of channel c in samples [g*S, min((g+1)*S, N)), into part[c*G + g] (and
  * a second sum into part[(C + c)*G + g]); a *_reduce kernel then combines each channel's G
  * partials. keep holds what the forward leaves for the backward: keep[c] the batch mean and
- * keep[C + c] the inverse standard deviation of channel c. */
+ * keep[C + c] the inverse standard deviation of channel c. With relu != 0 the node is
+ * BatchNorm fused with the ReLU after it: the forward stores relu(bn(x)) and the backward
+ * first masks gy by that output, as relu_backward does (y <= 0 gives 0, a NaN passes gy). */
 
 /* acc (16 lanes) and *tail += the n floats at p. Sixteen partial sums, as bias_grad. */
 static void bn_sum(float16 *acc, float *tail, __global const float *p, int n) {
@@ -33,6 +35,32 @@ static void bn_sum_dot(float16 *acc, float *tail, __global const float *g, __glo
         *acc += vload16(0, g + i) * (vload16(0, p + i) - m);
     for (int i = n16; i < n; i++)
         *tail += g[i] * (p[i] - m);
+}
+
+/* The gradient through the fused ReLU: g where its output y is above 0 (or NaN), else 0. */
+static float16 relu_mask16(float16 g, float16 y) {
+    return select(g, (float16)(0.0f), y <= 0.0f);
+}
+
+static float relu_mask(float g, float y) {
+    return y <= 0.0f ? 0.0f : g;
+}
+
+/* bn_sum and bn_sum_dot of g masked by the ReLU output y, in one pass. */
+static void bn_sums_masked(float16 *acc, float *tail, float16 *dacc, float *dtail,
+                           __global const float *g, __global const float *y,
+                           __global const float *p, int n, float m) {
+    int n16 = n & ~15;
+    for (int i = 0; i < n16; i += 16) {
+        float16 v = relu_mask16(vload16(0, g + i), vload16(0, y + i));
+        *acc += v;
+        *dacc += v * (vload16(0, p + i) - m);
+    }
+    for (int i = n16; i < n; i++) {
+        float v = relu_mask(g[i], y[i]);
+        *tail += v;
+        *dtail += v * (p[i] - m);
+    }
 }
 
 static float bn_hsum(float16 acc, float tail) {
@@ -119,7 +147,7 @@ __kernel void bn_stats_reduce(__global float *keep, __global float *stats, int s
 __kernel void bn_forward_apply(__global float *y, __global const float *x,
                                __global const float *keep, __global const float *stats, int soff,
                                __global const float *p, int woff, int boff, int N, int C, int HW,
-                               int running, float eps) {
+                               int running, float eps, int relu) {
     int id = get_global_id(0);
     if (id >= N * C) return;
     int c = id % C;
@@ -132,6 +160,17 @@ __kernel void bn_forward_apply(__global float *y, __global const float *x,
     __global const float *xr = x + id * HW;
     __global float *yr = y + id * HW;
     int n16 = HW & ~15;
+    if (relu) { /* y < 0 gives 0, a NaN passes: relu_forward's rule */
+        for (int i = 0; i < n16; i += 16) {
+            float16 v = (vload16(0, xr + i) - mean) * alpha + beta;
+            vstore16(select(v, (float16)(0.0f), v < 0.0f), 0, yr + i);
+        }
+        for (int i = n16; i < HW; i++) {
+            float v = (xr[i] - mean) * alpha + beta;
+            yr[i] = v < 0.0f ? 0.0f : v;
+        }
+        return;
+    }
     for (int i = 0; i < n16; i += 16)
         vstore16((vload16(0, xr + i) - mean) * alpha + beta, 0, yr + i);
     for (int i = n16; i < HW; i++)
@@ -139,10 +178,11 @@ __kernel void bn_forward_apply(__global float *y, __global const float *x,
 }
 
 /* Chunk (g, c) of the gradient (one work-item each, g*C + c < G*C): part[c*G + g] = the sum
- * of gy and part[(C + c)*G + g] = the sum of gy * (x - mean), mean = keep[c]. */
+ * of gy and part[(C + c)*G + g] = the sum of gy * (x - mean), mean = keep[c]; gy masked by the
+ * output y with relu. */
 __kernel void bn_backward_partial(__global float *part, __global const float *gy,
                                   __global const float *x, __global const float *keep, int N, int C,
-                                  int HW, int S, int G) {
+                                  int HW, int S, int G, __global const float *y, int relu) {
     int id = get_global_id(0);
     if (id >= G * C) return;
     int g = id / C, c = id - g * C, n0 = g * S, n1 = min(n0 + S, N);
@@ -151,6 +191,10 @@ __kernel void bn_backward_partial(__global float *part, __global const float *gy
     float tail = 0.0f, dtail = 0.0f;
     for (int n = n0; n < n1; n++) {
         int off = (n * C + c) * HW;
+        if (relu) {
+            bn_sums_masked(&acc, &tail, &dacc, &dtail, gy + off, y + off, x + off, HW, mean);
+            continue;
+        }
         bn_sum(&acc, &tail, gy + off, HW);
         bn_sum_dot(&dacc, &dtail, gy + off, x + off, HW, mean);
     }
@@ -180,10 +224,11 @@ __kernel void bn_backward_reduce(__global float *grads, int woff, int boff, __gl
 }
 
 /* gx per plane (n, c) (one work-item each, < N*C) from the coefficients of
- * bn_backward_reduce. */
+ * bn_backward_reduce; gy masked by the output y with relu. */
 __kernel void bn_backward_apply(__global float *gx, __global const float *gy,
                                 __global const float *x, __global const float *keep,
-                                __global const float *coef, int coff, int N, int C, int HW) {
+                                __global const float *coef, int coff, int N, int C, int HW,
+                                __global const float *y, int relu) {
     int id = get_global_id(0);
     if (id >= N * C) return;
     coef += coff;
@@ -192,6 +237,17 @@ __kernel void bn_backward_apply(__global float *gx, __global const float *gy,
     __global const float *gr = gy + id * HW, *xr = x + id * HW;
     __global float *out = gx + id * HW;
     int n16 = HW & ~15;
+    if (relu) {
+        __global const float *yr = y + id * HW;
+        for (int i = 0; i < n16; i += 16) {
+            float16 d = vload16(0, xr + i) - mean;
+            float16 g = relu_mask16(vload16(0, gr + i), vload16(0, yr + i));
+            vstore16(a * (g - gm - d * k), 0, out + i);
+        }
+        for (int i = n16; i < HW; i++)
+            out[i] = a * (relu_mask(gr[i], yr[i]) - gm - (xr[i] - mean) * k);
+        return;
+    }
     for (int i = 0; i < n16; i += 16) {
         float16 d = vload16(0, xr + i) - mean;
         vstore16(a * (vload16(0, gr + i) - gm - d * k), 0, out + i);

@@ -2,8 +2,9 @@
  * an input shape, a batch, whether the input gradient is wanted) runs on every visible device,
  * every GEMM backend and every combination of algorithms its node can take (ops->algos, each
  * forced through ops->plan), against the double-precision references of tests/ref/. A row of
- * two layers is a fused node (a convolution that absorbed the MaxPool2d(2) after it), checked
- * against the reference convolution followed by the reference pool. Every device buffer a pass
+ * two layers is a fused node (a convolution that absorbed the MaxPool2d(2) after it, or a
+ * BatchNorm the ReLU after it), checked against the two references in turn. Every device
+ * buffer a pass
  * writes or may read as scratch starts as NaN, so an element a pass forgets to write shows.
  *
  * Tolerance: fp32 device results against double references. Each output is a sum of up to
@@ -165,6 +166,13 @@ static const lo_case cases[] = {
     {"bn(eps=0.001,momentum=0.01)", 5, 3, 3, 4, 1, IN_RANDOM, 0, 0},
     {"bn(eps=0.5,momentum=1)", 9, 0, 0, 3, 1, IN_RANDOM, 0, 0},
     {"bn(eps=0.5,momentum=1)", 4, 6, 5, 3, 1, IN_RANDOM, 0, 1},
+    /* bn relu, fused: relu(bn(x)) in the store, gy masked by that output in the backward */
+    {"bn relu", 4, 6, 5, 5, 1, IN_RANDOM, 0, 0},
+    {"bn relu", 16, 14, 14, 8, 1, IN_RANDOM, 0, 0},
+    {"bn relu", 4, 6, 5, 3, 0, IN_RANDOM, 0, 0},
+    {"bn relu", 4, 6, 5, 3, 1, IN_RANDOM, 0, 1},
+    {"bn relu", 7, 0, 0, 5, 1, IN_RANDOM, 0, 0},
+    {"bn(eps=0.5,momentum=1) relu", 5, 3, 3, 4, 1, IN_RANDOM, 0, 0},
 };
 
 /* The GEMM backends every row runs with. */
@@ -273,6 +281,28 @@ static void ref_conv(lo_host *h, const lo_case *c, const double *x, const double
     free(yc), free(gyc);
 }
 
+/* The reference of a BatchNorm node (plain, or with its fused ReLU: relu(bn(x)) forward, gy
+ * through ReLU's backward first); rm/rv, the running statistics, are h->stref. */
+static void ref_bn(lo_host *h, const lo_case *c, const double *x, const double *w, const double *b,
+                   const double *gy, double *gx, double *gw, double *gb) {
+    const clcnn_node *n = &h->n;
+    const clcnn_layer_desc *d = &n->d;
+    int N = c->N, C = n->x.c, hw = n->x.h * n->x.w, size = N * C * hw;
+    double *rm = h->stref + h->par[n->param0 + 2].off, *rv = rm + C;
+    double *gyb = h->fused ? calloc((size_t)size, sizeof *gyb) : (double *)gy;
+    CLCNN_ASSERT(gyb);
+    if (c->eval)
+        clcnn_ref_bn_forward_eval(h->y, x, w, b, rm, rv, N, C, hw, d->eps);
+    else
+        clcnn_ref_bn_forward_train(h->y, rm, rv, x, w, b, N, C, hw, d->eps, d->momentum);
+    if (h->fused) {
+        clcnn_ref_relu_forward(h->y, h->y, size);
+        clcnn_ref_relu_backward(gyb, gy, h->y, size);
+    }
+    clcnn_ref_bn_backward(gx, gw, gb, gyb, x, w, N, C, hw, d->eps);
+    if (h->fused) free(gyb);
+}
+
 /* h->y, h->am, h->gx and h->gp from h->x, h->p and h->gy. */
 static void reference(lo_host *h, const lo_case *c) {
     const clcnn_node *n = &h->n;
@@ -316,17 +346,10 @@ static void reference(lo_host *h, const lo_case *c) {
         clcnn_ref_scale(h->y, x, N * plane, d->factor);
         clcnn_ref_scale(h->gx, gy, N * plane, d->factor);
         break;
-    case CLCNN_LAYER_RES: break;  /* a group: tested in whole models (test_model) */
-    case CLCNN_LAYER_BATCHNORM: { /* the running statistics are h->stref, moved in training */
-        int hw = n->x.h * n->x.w;
-        double *rm = h->stref + h->par[n->param0 + 2].off, *rv = rm + n->x.c;
-        if (c->eval)
-            clcnn_ref_bn_forward_eval(h->y, x, w, b, rm, rv, N, n->x.c, hw, d->eps);
-        else
-            clcnn_ref_bn_forward_train(h->y, rm, rv, x, w, b, N, n->x.c, hw, d->eps, d->momentum);
-        clcnn_ref_bn_backward(gx, gw, gb, gy, x, w, N, n->x.c, hw, d->eps);
+    case CLCNN_LAYER_RES: break; /* a group: tested in whole models (test_model) */
+    case CLCNN_LAYER_BATCHNORM:  /* the running statistics are h->stref, moved in training */
+        ref_bn(h, c, x, w, b, gy, gx, gw, gb);
         break;
-    }
     case CLCNN_LAYER_AVGPOOL2D:
         clcnn_ref_avgpool2d_forward(h->y, x, N, n->x.c, n->x.h, n->x.w, d->kernel, d->stride,
                                     d->pad);
@@ -356,8 +379,9 @@ static int host_node(lo_host *h, const lo_case *c, clcnn_error *e) {
     h->pl = (clcnn_params){h->par, 0, (int)(sizeof h->par / sizeof h->par[0]), 0, 0};
     clcnn_params_add(&h->pl, "99", "pad", CLCNN_PARAM_WEIGHT, 1, pad);
     if (clcnn_spec_parse(c->spec, &d, &nd, e)) return 0;
-    if (nd > 2 || (nd == 2 && d[0].kind != CLCNN_LAYER_CONV2D)) {
-        snprintf(e->msg, sizeof e->msg, "a row is one layer or a conv and its pool");
+    if (nd > 2 || (nd == 2 && d[0].kind != CLCNN_LAYER_CONV2D &&
+                   !(d[0].kind == CLCNN_LAYER_BATCHNORM && d[1].kind == CLCNN_LAYER_RELU))) {
+        snprintf(e->msg, sizeof e->msg, "a row is one layer, a conv and its pool or bn relu");
         goto done;
     }
     if (clcnn_node_init(&h->n, &d[0], 0, NULL, x, &h->pl, e)) goto done;

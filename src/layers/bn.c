@@ -5,7 +5,11 @@
  * Buffers: the node's keep_col (2*C floats) holds, from a training forward to its backward,
  * each channel's batch mean and 1/sqrt(var + eps). The shared col scratch holds, within a pass,
  * two partial sums per chunk (a chunk: one channel in S consecutive samples) and the input
- * gradient's three coefficients per channel. */
+ * gradient's three coefficients per channel.
+ *
+ * A ReLU that only this node feeds is fused into it (a plan rewrite, bn_can_fuse): the forward
+ * stores relu(bn(x)) in one pass and the backward masks gy by that output inside its two
+ * passes, so the ReLU's own passes over the tensor and its buffers go away. */
 #include "layer.h"
 
 /* PyTorch's defaults. */
@@ -143,7 +147,7 @@ static clcnn_status bn_batch_stats(const clcnn_node *n, const clcnn_io *io) {
 /* y (N, C, HW) = (x - mean) * invstd * w + b: the kept batch statistics, or the running ones. */
 static clcnn_status bn_normalise(const clcnn_node *n, const clcnn_io *io, int running) {
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_bn_forward_apply);
-    int N = io->N, C = n->x.c, HW = n->x.h * n->x.w;
+    int N = io->N, C = n->x.c, HW = n->x.h * n->x.w, relu = n->n_layers == 2;
     float eps = (float)n->d.eps;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, io->y);
@@ -159,6 +163,7 @@ static clcnn_status bn_normalise(const clcnn_node *n, const clcnn_io *io, int ru
     CLCNN_ARG(&a, HW);
     CLCNN_ARG(&a, running);
     CLCNN_ARG(&a, eps);
+    CLCNN_ARG(&a, relu);
     return bn_launch(io->ctx, k, &a, (size_t)N * C);
 }
 
@@ -191,6 +196,7 @@ static clcnn_status bn_param_grads(const clcnn_node *n, const clcnn_io *io, int 
     clcnn_kern *kp = clcnn_kernel(ctx, CLCNN_K_bn_backward_partial);
     clcnn_kern *kr = clcnn_kernel(ctx, CLCNN_K_bn_backward_reduce);
     int N = io->N, C = n->x.c, HW = n->x.h * n->x.w, S = bn_samples(N, HW), G = (N + S - 1) / S;
+    int relu = n->n_layers == 2;
     clcnn_status st;
     clcnn_args a = {kp->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, io->col);
@@ -202,6 +208,8 @@ static clcnn_status bn_param_grads(const clcnn_node *n, const clcnn_io *io, int 
     CLCNN_ARG(&a, HW);
     CLCNN_ARG(&a, S);
     CLCNN_ARG(&a, G);
+    CLCNN_ARG(&a, io->y);
+    CLCNN_ARG(&a, relu);
     if ((st = bn_launch(ctx, kp, &a, (size_t)G * C))) return st;
     clcnn_args r = {kr->k, 0, CL_SUCCESS};
     CLCNN_ARG(&r, io->grads);
@@ -223,7 +231,7 @@ static clcnn_status bn_param_grads(const clcnn_node *n, const clcnn_io *io, int 
  * forward: gx = w * invstd / M * (M*gy - gb - xhat*gw), M = N*HW. */
 static clcnn_status bn_backward(const clcnn_node *n, const clcnn_io *io) {
     int N = io->N, C = n->x.c, HW = n->x.h * n->x.w, S = bn_samples(N, HW), G = (N + S - 1) / S;
-    int coff = 2 * G * C;
+    int coff = 2 * G * C, relu = n->n_layers == 2;
     clcnn_status st;
     if ((st = bn_param_grads(n, io, coff))) return st;
     if (!io->gx[0]) return CLCNN_SUCCESS;
@@ -238,7 +246,15 @@ static clcnn_status bn_backward(const clcnn_node *n, const clcnn_io *io) {
     CLCNN_ARG(&a, N);
     CLCNN_ARG(&a, C);
     CLCNN_ARG(&a, HW);
+    CLCNN_ARG(&a, io->y);
+    CLCNN_ARG(&a, relu);
     return bn_launch(io->ctx, k, &a, (size_t)N * C);
+}
+
+/* A ReLU right after, fed only by this node, becomes part of it (see the top of the file). */
+static int bn_can_fuse(const clcnn_context *ctx, const clcnn_node *n, const clcnn_node *next) {
+    (void)ctx;
+    return n->n_layers == 1 && next->d.kind == CLCNN_LAYER_RELU;
 }
 
 const clcnn_layer_ops clcnn_bn_ops = {
@@ -246,6 +262,7 @@ const clcnn_layer_ops clcnn_bn_ops = {
     .shape = bn_shape,
     .init = bn_init,
     .init_stats = bn_init_stats,
+    .can_fuse = bn_can_fuse,
     .algos = clcnn_algos_one,
     .plan = clcnn_plan_rules_one,
     .workspace = bn_workspace,
