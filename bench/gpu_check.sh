@@ -11,7 +11,9 @@
 #                                      each GEMM backend) and PyTorch CUDA on the same model
 #                                      for the ratio: seed (batch 64, 3x32x32) and the resnet
 #                                      preset (batch 256, 1x28x28), PyTorch eager, fp32 with
-#                                      TF32 off, in NCHW and channels_last.
+#                                      TF32 off, in NCHW and channels_last; and clcnn's
+#                                      implicit-GEMM convolutions (CLCNN_CONV_ALGO=implicit)
+#                                      against its default im2col + CLBlast.
 # Results go to stdout and, when $OUT is set, to $OUT/gpu_check.log.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -88,6 +90,14 @@ r=(--model resnet --batch 256 --input 1x28x28)
 echo "== clcnn resnet, batch 256, 1x28x28 (per-kernel profile, then the default backend)"
 CLCNN_PROFILE=kernels ./build-gpu/bench_train "${r[@]}" --steps 20 --warmup 5
 ./build-gpu/bench_train "${r[@]}" --steps 100 --warmup 10 | grep clcnn:
+echo "== the implicit-GEMM convolutions (CLCNN_CONV_ALGO=implicit) against the default, both models"
+for m in "" "${r[*]}"; do
+    # shellcheck disable=SC2086 # $m is a list of options
+    CLCNN_CONV_ALGO=implicit CLCNN_PROFILE=kernels ./build-gpu/bench_train $m --steps 20 \
+        --warmup 5 | grep -E "Conv2d|clcnn:"
+    # shellcheck disable=SC2086
+    CLCNN_CONV_ALGO=implicit ./build-gpu/bench_train $m --steps 100 --warmup 10 | grep clcnn:
+done
 echo "== PyTorch CUDA, resnet, same batch and recipe (eager, fp32, TF32 off)"
 for cl in "" --channels-last; do
     python3 bench/pytorch_bench.py --cuda "${r[@]}" --steps 100 --warmup 10 ${cl:+"$cl"} ||

@@ -153,7 +153,9 @@ typedef enum clcnn_backend {
 typedef enum clcnn_conv_algo {
     CLCNN_CONV_ALGO_DEFAULT = 0, /* as CLCNN_CONV_ALGO says, else rules per device */
     CLCNN_CONV_ALGO_DIRECT,      /* direct kernels where the layer allows them */
-    CLCNN_CONV_ALGO_IM2COL       /* im2col + GEMM everywhere */
+    CLCNN_CONV_ALGO_IM2COL,      /* im2col + GEMM everywhere */
+    CLCNN_CONV_ALGO_IMPLICIT     /* implicit-GEMM kernels shaped for GPUs where the device runs
+                                    them (16x16 work-groups, 8.3 KB of local memory) */
 } clcnn_conv_algo;
 
 /* Options for clcnn_context_create. Zero-initialise, then set what you need. A field left at 0

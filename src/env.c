@@ -37,16 +37,18 @@ static clcnn_status resolve_backend(clcnn_settings *s, clcnn_backend opt, clcnn_
 
 static clcnn_status resolve_conv_algo(clcnn_settings *s, clcnn_conv_algo opt, clcnn_error *e) {
     const char *v;
-    if (opt < CLCNN_CONV_ALGO_DEFAULT || opt > CLCNN_CONV_ALGO_IM2COL)
+    if (opt < CLCNN_CONV_ALGO_DEFAULT || opt > CLCNN_CONV_ALGO_IMPLICIT)
         return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT,
                           "clcnn_context_options.conv_algo = %d is not a clcnn_conv_algo",
                           (int)opt);
-    s->conv_algo = opt == CLCNN_CONV_ALGO_DIRECT ? 1 : opt == CLCNN_CONV_ALGO_IM2COL ? 2 : 0;
+    s->conv_algo = (int)opt; /* 0 = rules, 1 = direct, 2 = im2col, 3 = implicit */
     if (opt || !(v = var("CLCNN_CONV_ALGO"))) return CLCNN_SUCCESS;
     if (!strcmp(v, "auto")) return CLCNN_SUCCESS;
     if (!strcmp(v, "direct")) return s->conv_algo = 1, CLCNN_SUCCESS;
     if (!strcmp(v, "im2col")) return s->conv_algo = 2, CLCNN_SUCCESS;
-    return bad_value(e, "CLCNN_CONV_ALGO", v, "a convolution algorithm (auto, direct, im2col)");
+    if (!strcmp(v, "implicit")) return s->conv_algo = 3, CLCNN_SUCCESS;
+    return bad_value(e, "CLCNN_CONV_ALGO", v,
+                     "a convolution algorithm (auto, direct, im2col, implicit)");
 }
 
 clcnn_status clcnn_settings_resolve(clcnn_settings *s, const clcnn_context_options *opts,

@@ -14,7 +14,7 @@ typedef struct clcnn_settings {
     int autotune;             /* 0 or 1 */
     int profile_by_kernel;    /* CLCNN_PROFILE=kernels: profiled sections split per kernel */
     int use_cache;            /* program-binary and autotuning files on disk */
-    int conv_algo;            /* 0 = rules per device, 1 = direct, 2 = im2col */
+    int conv_algo;            /* 0 = rules per device, 1 = direct, 2 = im2col, 3 = implicit */
     char cache_dir[4096];     /* "" when none can be determined (or use_cache is 0) */
     char kernel_dir[4096];    /* CLCNN_KERNEL_DIR; "" = the embedded sources */
 } clcnn_settings;

@@ -8,13 +8,15 @@
 # device. A self-test first injects an out-of-bounds read into a copy of the kernels and
 # demands that it is caught, so a change in oclgrind's output cannot make this check pass
 # vacuously.
-# Usage: [SELF_TEST=0] oclgrind_check.sh PROGRAM [BACKEND...]   (default: cpu opencl)
+# Usage: [SELF_TEST=0] [PROG_ARGS=...] oclgrind_check.sh PROGRAM [BACKEND...]
+#   (default backends: cpu opencl; PROG_ARGS: arguments for PROGRAM, split at spaces)
 # PROGRAM prints "... | figures" lines (tests/test_kernels_small, tests/test_gemm).
 # --uninitialized is not used: oclgrind 21.10 aborts on LLVM's freeze instruction and, with
 # -cl-opt-disable, reports false positives (see docs/RELIABILITY.md).
 set -u
 prog=$1
 shift
+read -ra args <<<"${PROG_ARGS:-}"
 backends=("$@")
 [ ${#backends[@]} -gt 0 ] || backends=(cpu opencl)
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,9 +31,9 @@ under_oclgrind() {
     local name=$1 log=$2 out=$3 rc
     shift 3
     env "$@" oclgrind --num-threads 1 --check-api --data-races --log "$log" "$prog" \
-        >"$out" 2>"$out.err"
+        "${args[@]}" >"$out" 2>"$out.err"
     rc=$?
-    if ! grep -q '^device: Oclgrind' "$out.err"; then
+    if ! grep -qE '^device( [0-9]+)?: Oclgrind' "$out.err" "$out"; then
         echo "FAIL: $name: did not run on oclgrind's device: $(head -5 "$out.err")"
         return 2
     fi
@@ -63,7 +65,7 @@ fi
 fi
 
 # The figures to match: the default device, when there is one.
-"$prog" >"$work/ref.out" 2>"$work/ref.err"
+"$prog" "${args[@]}" >"$work/ref.out" 2>"$work/ref.err"
 ref_rc=$?
 for b in "${backends[@]}"; do
     t0=$(date +%s)

@@ -34,6 +34,14 @@ add_test(NAME test_oclgrind_gemm COMMAND ${CMAKE_COMMAND} -E env SELF_TEST=0
   bash ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.sh $<TARGET_FILE:test_gemm> gpu cpu opencl)
 set_tests_properties(test_oclgrind_gemm PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
   LABELS oclgrind)
+# The implicit-GEMM convolutions (16x16 work-groups staging tiles in local memory, as the gpu
+# GEMM) under oclgrind: forward, weight and input gradients on a few small layer-ops rows (a
+# 1x1 kernel, a 5x5 one with padding over an odd batch, a strided one).
+add_test(NAME test_oclgrind_implicit COMMAND ${CMAKE_COMMAND} -E env SELF_TEST=0
+  "PROG_ARGS=--implicit conv(3,1,bias=0)|conv(8,5,pad=2)|conv(2,3,stride=3,pad=1)"
+  bash ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.sh $<TARGET_FILE:test_layer_ops> cpu)
+set_tests_properties(test_oclgrind_implicit PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+  LABELS oclgrind)
 
 # libFuzzer harnesses (fuzz/): clang only, off by default. CI builds them with fuzz/smoke.sh
 # instead, which needs no second configuration of the whole project.

@@ -79,8 +79,8 @@ static void check_autotune(const char *env, int opt, int want) {
 /* Bad values in the environment and in the options: one clear line each, before any kernel is
  * built. */
 static void check_bad_values(void) {
-    check_bad("CLCNN_CONV_ALGO", "fast", "auto, direct, im2col");
-    check_bad("CLCNN_CONV_ALGO", "Direct", "auto, direct, im2col");
+    check_bad("CLCNN_CONV_ALGO", "fast", "auto, direct, im2col, implicit");
+    check_bad("CLCNN_CONV_ALGO", "Direct", "auto, direct, im2col, implicit");
     check_bad("CLCNN_BACKEND", "cuda", "clblast, opencl, gpu, cpu");
     check_bad("CLCNN_AUTOTUNE", "yes", "0 or 1");
     /* A control character in the value is shown escaped: the message stays one line. */
@@ -105,6 +105,11 @@ static void check_bad_values(void) {
         ctx = NULL;
         o.backend = CLCNN_BACKEND_DEFAULT;
         o.conv_algo = (clcnn_conv_algo)-1;
+        CHECK(clcnn_context_create(&ctx, devs, idx, &o) == CLCNN_ERR_INVALID_ARGUMENT &&
+              strstr(clcnn_context_errmsg(ctx), "clcnn_context_options.conv_algo"));
+        clcnn_context_free(ctx);
+        ctx = NULL;
+        o.conv_algo = (clcnn_conv_algo)(CLCNN_CONV_ALGO_IMPLICIT + 1);
         CHECK(clcnn_context_create(&ctx, devs, idx, &o) == CLCNN_ERR_INVALID_ARGUMENT &&
               strstr(clcnn_context_errmsg(ctx), "clcnn_context_options.conv_algo"));
         clcnn_context_free(ctx);
@@ -157,6 +162,8 @@ int main(void) {
     check_conv_algo("im2col", CLCNN_CONV_ALGO_DIRECT, 1);
     check_conv_algo("direct", CLCNN_CONV_ALGO_IM2COL, 2);
     check_conv_algo("fast", CLCNN_CONV_ALGO_IM2COL, 2);
+    check_conv_algo("implicit", CLCNN_CONV_ALGO_DEFAULT, 3);
+    check_conv_algo("direct", CLCNN_CONV_ALGO_IMPLICIT, 3);
 
     /* Autotuning: the option turns it on whatever the environment says. */
     check_autotune(NULL, 0, 0);

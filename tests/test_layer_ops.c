@@ -15,9 +15,14 @@
  * give errors of the order of the values themselves). A NaN must be where the reference has
  * one; a pool's argmax must match exactly.
  *
- * Usage: test_layer_ops [--perf] [SUBSTRING]
- *   --perf     also time each combination's forward and backward (GFLOP/s)
- *   SUBSTRING  only the rows whose spec contains it
+ * The implicit-GEMM algorithms (implicit, wgrad-implicit, flip-implicit) share no buffer with
+ * the others, so they run as one combination, every pass implicit, rather than in every mix.
+ *
+ * Usage: test_layer_ops [--perf] [--implicit] [SUBSTRING[|SUBSTRING...]]
+ *   --perf      also time each combination's forward and backward (GFLOP/s)
+ *   --implicit  only the all-implicit combinations, on the first backend (for oclgrind: its
+ *               16x16 work-groups and local memory, interpreted, are slow)
+ *   SUBSTRING   only the rows whose spec contains one of them
  * Exits 1 on any failure, 77 when no device is visible. */
 #include <stdarg.h>
 #include <stdint.h>
@@ -222,7 +227,7 @@ typedef struct lo_result {
     char why[400];
 } lo_result;
 
-static int perf_mode;
+static int perf_mode, implicit_only;
 
 static void fail(lo_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(lo_result *r, const char *fmt, ...) {
@@ -659,6 +664,25 @@ static void perf(const clcnn_node *n, const clcnn_io *io, int gx, char *out, siz
     }
 }
 
+/* Whether a is one of the implicit-GEMM algorithms. */
+static int is_implicit(clcnn_algo a) {
+    return a == CLCNN_ALGO_IMPLICIT || a == CLCNN_ALGO_WGRAD_IMPLICIT ||
+           a == CLCNN_ALGO_FLIP_IMPLICIT;
+}
+
+/* Whether combination f runs: every pass implicit (where it runs at all and can be: a strided
+ * convolution's input gradient cannot, dgrad_can 0), or none; with --implicit only the
+ * former. */
+static int combo_runs(const clcnn_plan_force *f, int dgrad_can) {
+    int some = 0, all = 1;
+    for (int p = 0; p < CLCNN_PASS_COUNT; p++) {
+        if (f->algo[p] == CLCNN_ALGO_NONE || (p == CLCNN_PASS_DGRAD && !dgrad_can)) continue;
+        some |= is_implicit(f->algo[p]);
+        all &= is_implicit(f->algo[p]);
+    }
+    return implicit_only ? some && all : !some || all;
+}
+
 /* One run of node n (planned) on ctx: buffers, passes, checks, and with --perf the timings. */
 static void run_one(clcnn_context *ctx, const lo_host *h, const lo_case *c, const clcnn_node *n,
                     lo_result *r, char *perf_out, size_t perf_size) {
@@ -720,7 +744,7 @@ static int run_combo(const lo_ctx *lc, const lo_host *h, const lo_case *c, const
 static void run_node(const lo_ctx *lc, const lo_host *h, const lo_case *c, int *runs, int *failed) {
     clcnn_context *ctx = lc->ctx;
     clcnn_node base = h->n, n;
-    clcnn_algo fw[4], wg[4], dg[4];
+    clcnn_algo fw[CLCNN_MAX_ALGOS], wg[CLCNN_MAX_ALGOS], dg[CLCNN_MAX_ALGOS];
     if (h->fused && !fuse(ctx, h, &base)) {
         printf("%-44s %-11s FAIL: the convolution does not absorb the pool\n", h->label, lc->name);
         ++*runs, ++*failed;
@@ -732,10 +756,13 @@ static void run_node(const lo_ctx *lc, const lo_host *h, const lo_case *c, int *
         n = base;
         n.ops->plan(ctx, &n, &f);
         int nw = list_algos(ctx, &n, CLCNN_PASS_WGRAD, wg);
-        int nd = list_algos(ctx, &n, CLCNN_PASS_DGRAD, dg);
+        int nd = list_algos(ctx, &n, CLCNN_PASS_DGRAD, dg), dgrad_can = 0;
+        for (int k = 0; k < nd; k++)
+            dgrad_can |= is_implicit(dg[k]);
         for (int j = 0; j < nw; j++) {
             for (int k = 0; k < nd; k++) {
                 f = (clcnn_plan_force){{fw[i], wg[j], dg[k]}};
+                if (!combo_runs(&f, dgrad_can)) continue;
                 ++*runs;
                 *failed += !run_combo(lc, h, c, &base, &f);
             }
@@ -828,6 +855,18 @@ static int open_contexts(const clcnn_devices *devs, lo_ctx *out, int *failed) {
     return n;
 }
 
+/* Whether s contains one of the '|'-separated substrings of filter. */
+static int matches(const char *s, const char *filter) {
+    char one[128];
+    for (const char *p = filter;; p++) {
+        size_t n = strcspn(p, "|");
+        snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), p);
+        if (n > 0 && strstr(s, one)) return 1;
+        p += n;
+        if (!*p) return 0;
+    }
+}
+
 int main(int argc, char **argv) {
     const char *filter = NULL;
     clcnn_devices *devs = NULL;
@@ -836,10 +875,12 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--perf") == 0)
             perf_mode = 1;
+        else if (strcmp(argv[i], "--implicit") == 0)
+            implicit_only = 1;
         else if (argv[i][0] != '-' && !filter)
             filter = argv[i];
         else
-            return fprintf(stderr, "usage: test_layer_ops [--perf] [SUBSTRING]\n"), 2;
+            return fprintf(stderr, "usage: test_layer_ops [--perf] [--implicit] [SUBSTRING]\n"), 2;
     }
     if (clcnn_devices_create(&devs, NULL) != CLCNN_SUCCESS || clcnn_devices_count(devs) == 0) {
         printf("no OpenCL device: skipping (%s)\n", clcnn_devices_errmsg(devs));
@@ -847,18 +888,20 @@ int main(int argc, char **argv) {
         return 77;
     }
     int nctx = open_contexts(devs, ctxs, &failed);
+    int nrun = implicit_only && nctx > 1 ? 1 : nctx; /* the implicit kernels take no GEMM */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lo_host h;
-        if (filter && !strstr(cases[i].spec, filter)) continue;
+        if (filter && !matches(cases[i].spec, filter)) continue;
         if (!host_init(&h, &cases[i], (int)i)) {
             failed++;
             continue;
         }
-        for (int k = 0; k < nctx; k++)
+        for (int k = 0; k < nrun; k++)
             run_node(&ctxs[k], &h, &cases[i], &runs, &failed);
         host_free(&h);
     }
-    for (int k = 0; k < nctx && (!filter || strstr("cross-entropy", filter)); k++) {
+    for (int k = 0; k < nctx && !implicit_only && (!filter || matches("cross-entropy", filter));
+         k++) {
         runs += 3;
         failed += !check_ce(&ctxs[k], 5, 10, 3.0, 1) + !check_ce(&ctxs[k], 1, 3, 1.0, 2) +
                   !check_ce(&ctxs[k], 64, 10, 10.0, 3);

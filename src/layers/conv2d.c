@@ -2,14 +2,16 @@
  * Its algorithms (cl/conv2d.cl), chosen by the plan:
  * - forward: `direct` (stride 1: a padded copy of the input, one launch for the batch; output
  *   columns in the vector lanes), `direct-lanes` (the same with output channels in the lanes),
- *   `direct+pool` (direct with a following MaxPool2d(2) in its store: a fused node), or
- *   `im2col` (im2col + GEMM + scatter, in chunks of images);
+ *   `direct+pool` (direct with a following MaxPool2d(2) in its store: a fused node),
+ *   `implicit` (an implicit GEMM shaped for GPUs, any stride: the image gathered into local
+ *   memory, no scratch), or `im2col` (im2col + GEMM + scatter, in chunks of images);
  * - weight gradient: `wgrad-rows` (gy as pixel rows, an implicit GEMM against the padded
  *   input), `wgrad-lanes` (gy read in place, reduced across lanes), `wgrad-tuned` (either,
- *   timed once) or `im2col` (gather + GEMM);
- * - input gradient: `flip-direct` / `flip-lanes` / `flip-im2col` (stride 1, pad <= K-1: a
- *   convolution of gy with the flipped weights, by either direct kind or through im2col) or
- *   `col2im` (GEMM + col2im). */
+ *   timed once), `wgrad-implicit` (the GPU-shaped implicit GEMM, split over the batch's
+ *   pixels) or `im2col` (gather + GEMM);
+ * - input gradient: `flip-direct` / `flip-lanes` / `flip-implicit` / `flip-im2col` (stride 1,
+ *   pad <= K-1: a convolution of gy with the flipped weights, by either direct kind, the
+ *   implicit GEMM or im2col) or `col2im` (GEMM + col2im). */
 #include "layer.h"
 
 #include "gemm.h"
@@ -184,6 +186,106 @@ static clcnn_status conv_bcast(clcnn_context *ctx, cl_mem xp, const clcnn_conv2d
     size_t global[3] = {(size_t)((s->OW + t->q - 1) / t->q) * (size_t)((s->OH + t->r - 1) / t->r),
                         (size_t)op / (16 * (size_t)t->v), (size_t)N};
     return clcnn_launch_single(ctx, k, &b, 3, global);
+}
+
+/* Whether the device runs conv_implicit: 16x16 work-groups of it and 8.3 KB of local memory,
+ * asked of the kernel and the device, not assumed. */
+static int implicit_ok(const clcnn_context *ctx) {
+    cl_ulong local = 0;
+    clcnn_kern *k = clcnn_kernel((clcnn_context *)ctx, CLCNN_K_conv_implicit);
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL) !=
+        CL_SUCCESS)
+        return 0;
+    return k->max_wg >= 256 && local >= 2 * 16 * 65 * sizeof(float);
+}
+
+/* y = conv(x, w) + b by conv_implicit (any stride and padding, no scratch), one launch. */
+static clcnn_status conv_implicit(clcnn_context *ctx, const clcnn_conv2d_shape *s, cl_mem y,
+                                  cl_mem x, cl_mem params, int woff, int boff, int N) {
+    clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_conv_implicit);
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, y);
+    CLCNN_ARG(&a, x);
+    CLCNN_ARG(&a, params);
+    CLCNN_ARG(&a, woff);
+    CLCNN_ARG(&a, boff);
+    CLCNN_ARG(&a, s->bias);
+    CLCNN_ARG(&a, N);
+    CLCNN_ARG(&a, s->C);
+    CLCNN_ARG(&a, s->H);
+    CLCNN_ARG(&a, s->W);
+    CLCNN_ARG(&a, s->OC);
+    CLCNN_ARG(&a, s->K);
+    CLCNN_ARG(&a, s->stride);
+    CLCNN_ARG(&a, s->pad);
+    CLCNN_ARG(&a, s->OH);
+    CLCNN_ARG(&a, s->OW);
+    size_t pixels = (size_t)N * (size_t)s->OH * (size_t)s->OW;
+    size_t global[2] = {(pixels + 63) / 64 * 16, (size_t)(s->OC + 63) / 64 * 16};
+    size_t local[2] = {16, 16};
+    return clcnn_launch(ctx, k, &a, 2, global, local);
+}
+
+/* The split of conv_wgrad_implicit's pixel sum for a batch of N: about eight work-groups per
+ * compute unit, slices of at least 256 pixels (a multiple of 16), and partial sums within the
+ * im2col scratch budget. Returns the number of slices S (1: no partials) and sets *per. */
+static int implicit_slices(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N,
+                           long *per) {
+    long np = (long)N * s->OH * s->OW, ckk = (long)s->C * s->K * s->K;
+    long tiles = (long)((s->OC + 63) / 64) * ((ckk + 63) / 64), want = 8L * ctx->info.compute_units;
+    long S = (want + tiles - 1) / tiles, most = (np + 255) / 256;
+    long budget = WORKSPACE_FLOATS / ((long)s->OC * ckk > 0 ? (long)s->OC * ckk : 1);
+    if (S > most) S = most;
+    if (S > budget) S = budget;
+    if (S < 1) S = 1;
+    *per = ((np + S - 1) / S + 15) / 16 * 16;
+    return (int)((np + *per - 1) / *per);
+}
+
+/* gw by conv_wgrad_implicit (any stride and padding), its slices reduced into the gradient
+ * buffer through the im2col scratch. */
+static clcnn_status wgrad_implicit(const clcnn_io *io, const clcnn_conv2d_shape *s) {
+    clcnn_context *ctx = io->ctx;
+    clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_conv_wgrad_implicit);
+    long per;
+    int S = implicit_slices(ctx, s, io->N, &per), ckk = s->C * s->K * s->K, peri = (int)per;
+    cl_mem out = S > 1 ? io->col : io->grads;
+    int outoff = S > 1 ? 0 : io->woff, ostride = s->OC * ckk;
+    clcnn_status st;
+    clcnn_args a = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, out);
+    CLCNN_ARG(&a, outoff);
+    CLCNN_ARG(&a, ostride);
+    CLCNN_ARG(&a, io->gy);
+    CLCNN_ARG(&a, io->x[0]);
+    CLCNN_ARG(&a, io->N);
+    CLCNN_ARG(&a, s->C);
+    CLCNN_ARG(&a, s->H);
+    CLCNN_ARG(&a, s->W);
+    CLCNN_ARG(&a, s->OC);
+    CLCNN_ARG(&a, s->K);
+    CLCNN_ARG(&a, s->stride);
+    CLCNN_ARG(&a, s->pad);
+    CLCNN_ARG(&a, s->OH);
+    CLCNN_ARG(&a, s->OW);
+    CLCNN_ARG(&a, peri);
+    size_t global[3] = {(size_t)(ckk + 63) / 64 * 16, (size_t)(s->OC + 63) / 64 * 16, (size_t)S};
+    size_t local[3] = {16, 16, 1};
+    if ((st = clcnn_launch(ctx, k, &a, 3, global, local))) return st;
+    if (S == 1) return CLCNN_SUCCESS;
+    clcnn_kern *r = clcnn_kernel(ctx, CLCNN_K_gemm_reduce);
+    float alpha = 1.0f, beta = 0.0f;
+    clcnn_args b = {r->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&b, io->grads);
+    CLCNN_ARG(&b, io->woff);
+    CLCNN_ARG(&b, ckk);
+    CLCNN_ARG(&b, io->col);
+    CLCNN_ARG(&b, s->OC);
+    CLCNN_ARG(&b, ckk);
+    CLCNN_ARG(&b, S);
+    CLCNN_ARG(&b, alpha);
+    CLCNN_ARG(&b, beta);
+    return clcnn_launch1d(ctx, r, &b, (size_t)s->OC * ckk);
 }
 
 /* The direct stride-1 convolution: pad the input once, then one launch for the batch. */
@@ -413,21 +515,23 @@ static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, c
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_conv2d_shape g;
     int k = 0, s1 = s->stride == 1;
-    (void)ctx;
     if (pass == CLCNN_PASS_FORWARD) {
         if (n->n_layers == 2) return out[0] = CLCNN_ALGO_DIRECT_POOL, 1;
         if (s1) out[k++] = CLCNN_ALGO_DIRECT, out[k++] = CLCNN_ALGO_DIRECT_LANES;
+        if (implicit_ok(ctx)) out[k++] = CLCNN_ALGO_IMPLICIT;
         out[k++] = CLCNN_ALGO_IM2COL;
     } else if (pass == CLCNN_PASS_WGRAD) {
         if (n->n_layers == 2) return out[0] = CLCNN_ALGO_WGRAD_ROWS, 1;
         if (s1) out[k++] = CLCNN_ALGO_WGRAD_ROWS, out[k++] = CLCNN_ALGO_WGRAD_LANES;
         if (s1 && clcnn_tune_enabled(ctx)) out[k++] = CLCNN_ALGO_WGRAD_TUNED;
+        if (implicit_ok(ctx)) out[k++] = CLCNN_ALGO_WGRAD_IMPLICIT;
         out[k++] = CLCNN_ALGO_IM2COL;
     } else if (n->need_gx) {
         if (n->n_layers == 2) return out[0] = CLCNN_ALGO_FLIP_DIRECT, 1;
         if (grad_input_shape(s, &g))
             out[k++] = CLCNN_ALGO_FLIP_DIRECT, out[k++] = CLCNN_ALGO_FLIP_LANES,
             out[k++] = CLCNN_ALGO_FLIP_IM2COL;
+        if (grad_input_shape(s, &g) && implicit_ok(ctx)) out[k++] = CLCNN_ALGO_FLIP_IMPLICIT;
         out[k++] = CLCNN_ALGO_COL2IM;
     }
     return k;
@@ -444,7 +548,7 @@ static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, c
 static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *f) {
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_conv2d_shape g;
-    clcnn_algo a[4];
+    clcnn_algo a[CLCNN_MAX_ALGOS];
     if (n->n_layers == 2) { /* fused: one algorithm per pass */
         clcnn_plan_rules_one(ctx, n, f);
         return;
@@ -452,17 +556,21 @@ static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_
     int na = conv_algos(ctx, n, CLCNN_PASS_FORWARD, a), taps = s->C * s->K * s->K;
     int lanes = pick_bcast(s, 1) != BCAST_NONE;
     int tiny = s->OH * s->OW < DIRECT_MIN_PIXELS && !lanes;
+    int implicit = ctx->conv_algo == CLCNN_CONV_ALGO_IMPLICIT && has(a, na, CLCNN_ALGO_IMPLICIT);
     int direct = ctx->conv_algo == CLCNN_CONV_ALGO_DIRECT ||
-                 (ctx->conv_algo != CLCNN_CONV_ALGO_IM2COL &&
+                 (ctx->conv_algo == CLCNN_CONV_ALGO_DEFAULT &&
                   clcnn_gemm_kind(ctx) == CLCNN_GEMM_CPU && !tiny);
     direct = direct && has(a, na, CLCNN_ALGO_DIRECT);
-    clcnn_algo fwd = !direct ? CLCNN_ALGO_IM2COL
-                     : lanes ? CLCNN_ALGO_DIRECT_LANES
-                             : CLCNN_ALGO_DIRECT;
+    clcnn_algo fwd = implicit  ? CLCNN_ALGO_IMPLICIT
+                     : !direct ? CLCNN_ALGO_IM2COL
+                     : lanes   ? CLCNN_ALGO_DIRECT_LANES
+                               : CLCNN_ALGO_DIRECT;
     if (f && has(a, na, f->algo[CLCNN_PASS_FORWARD])) fwd = f->algo[CLCNN_PASS_FORWARD];
     n->algo[CLCNN_PASS_FORWARD] = fwd;
-    direct = fwd != CLCNN_ALGO_IM2COL;
-    n->algo[CLCNN_PASS_WGRAD] = !direct                      ? CLCNN_ALGO_IM2COL
+    implicit = fwd == CLCNN_ALGO_IMPLICIT;
+    direct = fwd != CLCNN_ALGO_IM2COL && !implicit;
+    n->algo[CLCNN_PASS_WGRAD] = implicit                     ? CLCNN_ALGO_WGRAD_IMPLICIT
+                                : !direct                    ? CLCNN_ALGO_IM2COL
                                 : clcnn_tune_enabled(ctx)    ? CLCNN_ALGO_WGRAD_TUNED
                                 : taps < WGRAD_ROWS_MIN_TAPS ? CLCNN_ALGO_WGRAD_LANES
                                                              : CLCNN_ALGO_WGRAD_ROWS;
@@ -470,8 +578,10 @@ static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_
     if (f && has(a, na, f->algo[CLCNN_PASS_WGRAD])) n->algo[1] = f->algo[CLCNN_PASS_WGRAD];
     na = conv_algos(ctx, n, CLCNN_PASS_DGRAD, a);
     int glanes = grad_input_shape(s, &g) && pick_bcast(&g, 1) != BCAST_NONE;
+    int gimplicit = implicit && has(a, na, CLCNN_ALGO_FLIP_IMPLICIT);
     n->algo[CLCNN_PASS_DGRAD] = na == 0                               ? CLCNN_ALGO_NONE
                                 : !has(a, na, CLCNN_ALGO_FLIP_DIRECT) ? CLCNN_ALGO_COL2IM
+                                : gimplicit                           ? CLCNN_ALGO_FLIP_IMPLICIT
                                 : !direct                             ? CLCNN_ALGO_FLIP_IM2COL
                                 : glanes                              ? CLCNN_ALGO_FLIP_LANES
                                                                       : CLCNN_ALGO_FLIP_DIRECT;
@@ -519,10 +629,17 @@ static void conv_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
         grow(&ws->wflip, bcast_weights(&g));
         grow(&ws->xpad, direct_scratch(&g, N));
     }
-    if ((dg == CLCNN_ALGO_FLIP_DIRECT || dg == CLCNN_ALGO_FLIP_IM2COL) && grad_input_shape(s, &g)) {
+    if ((dg == CLCNN_ALGO_FLIP_DIRECT || dg == CLCNN_ALGO_FLIP_IM2COL ||
+         dg == CLCNN_ALGO_FLIP_IMPLICIT) &&
+        grad_input_shape(s, &g)) {
         grow(&ws->wflip, (size_t)s->OC * s->C * s->K * s->K);
         if (dg == CLCNN_ALGO_FLIP_DIRECT) grow(&ws->xpad, direct_scratch(&g, N));
         if (dg == CLCNN_ALGO_FLIP_IM2COL) grow_im2col(&g, plan_chunk(&g, N), ws);
+    }
+    if (wg == CLCNN_ALGO_WGRAD_IMPLICIT) {
+        long per;
+        int S = implicit_slices(ctx, s, N, &per);
+        if (S > 1) grow(&ws->col, (size_t)S * s->OC * s->C * s->K * s->K);
     }
     if (wg == CLCNN_ALGO_WGRAD_ROWS || wg == CLCNN_ALGO_WGRAD_TUNED) {
         wgrad_plan p = plan_wgrad(s, N);
@@ -591,6 +708,8 @@ static clcnn_status conv_forward(const clcnn_node *n, const clcnn_io *io) {
         if (st) return st;
         return conv_bcast(io->ctx, xp, s, io->y, io->params, io->woff, boff, 0, io->wflip, io->N);
     }
+    case CLCNN_ALGO_IMPLICIT:
+        return conv_implicit(io->ctx, s, io->y, io->x[0], io->params, io->woff, boff, io->N);
     default:
         return forward_im2col(io, s, io->y, io->x[0], io->params, io->woff, boff, io->keep_col);
     }
@@ -621,6 +740,8 @@ static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_
     if ((st = clcnn_launch1d(ctx, flip, &f, (size_t)s->OC * s->C))) return st;
     if (n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_DIRECT)
         return conv_direct(ctx, io->xpad, 0, &g, io->gx[0], gy, io->wflip, 0, 0, io->N, NULL);
+    if (n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_IMPLICIT)
+        return conv_implicit(ctx, &g, io->gx[0], gy, io->wflip, 0, 0, io->N);
     return forward_im2col(io, &g, io->gx[0], gy, io->wflip, 0, 0, NULL);
 }
 
@@ -748,11 +869,13 @@ static clcnn_status conv_backward(const clcnn_node *n, const clcnn_io *io) {
                                          s->OH * s->OW)))
         return st;
     if (is_wgrad_direct(wg) && (st = wgrad_direct(n, io, io->gy, 0))) return st;
+    if (wg == CLCNN_ALGO_WGRAD_IMPLICIT && (st = wgrad_implicit(io, s))) return st;
     if (wg == CLCNN_ALGO_IM2COL || dg == CLCNN_ALGO_COL2IM) {
         st = backward_im2col(n, io, wg == CLCNN_ALGO_IM2COL, dg == CLCNN_ALGO_COL2IM);
         if (st) return st;
     }
-    if (dg == CLCNN_ALGO_FLIP_DIRECT || dg == CLCNN_ALGO_FLIP_LANES || dg == CLCNN_ALGO_FLIP_IM2COL)
+    if (dg == CLCNN_ALGO_FLIP_DIRECT || dg == CLCNN_ALGO_FLIP_LANES ||
+        dg == CLCNN_ALGO_FLIP_IM2COL || dg == CLCNN_ALGO_FLIP_IMPLICIT)
         return input_grad_conv(n, io, io->gy);
     return CLCNN_SUCCESS;
 }

@@ -40,6 +40,9 @@ const char *clcnn_algo_name(clcnn_algo a) {
         [CLCNN_ALGO_COL2IM] = "col2im",
         [CLCNN_ALGO_DIRECT_LANES] = "direct-lanes",
         [CLCNN_ALGO_FLIP_LANES] = "flip-lanes",
+        [CLCNN_ALGO_IMPLICIT] = "implicit",
+        [CLCNN_ALGO_FLIP_IMPLICIT] = "flip-implicit",
+        [CLCNN_ALGO_WGRAD_IMPLICIT] = "wgrad-implicit",
     };
     return (int)a >= 0 && a < CLCNN_ALGO_COUNT && names[a] ? names[a] : "?";
 }
@@ -122,7 +125,7 @@ int clcnn_algos_one(const clcnn_context *ctx, const clcnn_node *n, int pass, clc
 void clcnn_plan_rules_one(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *f) {
     (void)f;
     for (int p = 0; p < CLCNN_PASS_COUNT; p++) {
-        clcnn_algo a[4];
+        clcnn_algo a[CLCNN_MAX_ALGOS];
         n->algo[p] = n->ops->algos(ctx, n, p, a) > 0 ? a[0] : CLCNN_ALGO_NONE;
     }
 }

@@ -18,26 +18,32 @@
 /* The algorithm a pass takes. The plan records one per pass (forward, weight gradient, input
  * gradient); `clcnn_train --plan` prints their names. */
 typedef enum clcnn_algo {
-    CLCNN_ALGO_NONE = 0,     /* the pass does not run (no parameters, no input gradient) */
-    CLCNN_ALGO_KERNEL,       /* the layer's only way: its own kernels */
-    CLCNN_ALGO_GEMM,         /* one GEMM (linear) */
-    CLCNN_ALGO_VIEW,         /* no work: the output is the input's buffer (flatten) */
-    CLCNN_ALGO_DIRECT,       /* convolution over a padded copy of the input, no im2col */
-    CLCNN_ALGO_DIRECT_POOL,  /* the direct convolution with a MaxPool2d(2) in its store */
-    CLCNN_ALGO_IM2COL,       /* im2col + GEMM (forward, or the weight gradient) */
-    CLCNN_ALGO_WGRAD_ROWS,   /* weight gradient: gy as pixel rows, GEMM against the padded x */
-    CLCNN_ALGO_WGRAD_LANES,  /* weight gradient: gy read in place, reduced across lanes */
-    CLCNN_ALGO_WGRAD_TUNED,  /* rows or lanes, whichever the autotuner times faster */
-    CLCNN_ALGO_FLIP_DIRECT,  /* input gradient: gy convolved with the flipped weights, direct */
-    CLCNN_ALGO_FLIP_IM2COL,  /* the same convolution through im2col + GEMM */
-    CLCNN_ALGO_COL2IM,       /* input gradient: GEMM into columns, then col2im */
-    CLCNN_ALGO_DIRECT_LANES, /* direct, with the output channels in the vector lanes */
-    CLCNN_ALGO_FLIP_LANES,   /* input gradient: the flipped convolution by direct-lanes */
+    CLCNN_ALGO_NONE = 0,       /* the pass does not run (no parameters, no input gradient) */
+    CLCNN_ALGO_KERNEL,         /* the layer's only way: its own kernels */
+    CLCNN_ALGO_GEMM,           /* one GEMM (linear) */
+    CLCNN_ALGO_VIEW,           /* no work: the output is the input's buffer (flatten) */
+    CLCNN_ALGO_DIRECT,         /* convolution over a padded copy of the input, no im2col */
+    CLCNN_ALGO_DIRECT_POOL,    /* the direct convolution with a MaxPool2d(2) in its store */
+    CLCNN_ALGO_IM2COL,         /* im2col + GEMM (forward, or the weight gradient) */
+    CLCNN_ALGO_WGRAD_ROWS,     /* weight gradient: gy as pixel rows, GEMM against the padded x */
+    CLCNN_ALGO_WGRAD_LANES,    /* weight gradient: gy read in place, reduced across lanes */
+    CLCNN_ALGO_WGRAD_TUNED,    /* rows or lanes, whichever the autotuner times faster */
+    CLCNN_ALGO_FLIP_DIRECT,    /* input gradient: gy convolved with the flipped weights, direct */
+    CLCNN_ALGO_FLIP_IM2COL,    /* the same convolution through im2col + GEMM */
+    CLCNN_ALGO_COL2IM,         /* input gradient: GEMM into columns, then col2im */
+    CLCNN_ALGO_DIRECT_LANES,   /* direct, with the output channels in the vector lanes */
+    CLCNN_ALGO_FLIP_LANES,     /* input gradient: the flipped convolution by direct-lanes */
+    CLCNN_ALGO_IMPLICIT,       /* implicit GEMM (GPU-shaped): the image gathered in local memory */
+    CLCNN_ALGO_FLIP_IMPLICIT,  /* input gradient: the flipped convolution by implicit GEMM */
+    CLCNN_ALGO_WGRAD_IMPLICIT, /* weight gradient: implicit GEMM, split over the batch's pixels */
     CLCNN_ALGO_COUNT
 } clcnn_algo;
 
 /* "direct", "direct+pool", "im2col", "wgrad-rows", ... ("?" outside the enum). */
 const char *clcnn_algo_name(clcnn_algo a);
+
+/* The most algorithms a pass of a node can choose from. */
+enum { CLCNN_MAX_ALGOS = 6 };
 
 /* The passes a plan records an algorithm for. */
 enum { CLCNN_PASS_FORWARD, CLCNN_PASS_WGRAD, CLCNN_PASS_DGRAD, CLCNN_PASS_COUNT };
@@ -169,7 +175,8 @@ typedef struct clcnn_layer_ops {
     void (*init_stats)(const clcnn_node *n, const clcnn_param *params, float *stats);
     /* Whether n can absorb `next` (its only consumer) into one fused node; NULL: never. */
     int (*can_fuse)(const clcnn_context *ctx, const clcnn_node *n, const clcnn_node *next);
-    /* The algorithms that can run pass `pass` of n (at most 4, written to out); returns how
+    /* The algorithms that can run pass `pass` of n (at most CLCNN_MAX_ALGOS, written to out);
+     * returns how
      * many. Used by the planner and by tests that run every one. */
     int (*algos)(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out);
     /* Chooses n->algo[] by the rules for ctx's device (honouring force where possible). */
