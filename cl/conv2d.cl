@@ -603,6 +603,18 @@ CONV_BCAST(conv_bcast_s1_3x3, 2, 3, 3)
  * global = (ceil(N*OHW/64)*16, ceil(OC/64)*16), local = (16, 16). */
 #define IG_TILE 64
 #define IG_K 16
+/* Once both panels are staged: 16 rank-1 updates of the work-item's 4 x 4 block from local
+ * memory, between the barriers that guard the panels. */
+#define IG_UPDATE(acc, As, Bs)                                                                     \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
+    for (int kk = 0; kk < IG_K; kk++) {                                                            \
+        float a[4], b[4];                                                                          \
+        for (int r = 0; r < 4; r++) a[r] = As[kk][ty + 16 * r];                                    \
+        for (int c = 0; c < 4; c++) b[c] = Bs[kk][tx + 16 * c];                                    \
+        for (int r = 0; r < 4; r++)                                                                \
+            for (int c = 0; c < 4; c++) acc[r][c] = fma(a[r], b[c], acc[r][c]);                    \
+    }                                                                                              \
+    barrier(CLK_LOCAL_MEM_FENCE);
 __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void conv_implicit(
     __global float *y, __global const float *x, __global const float *p, int woff, int boff,
     int has_bias, int N, int C, int H, int W, int OC, int K, int stride, int pad, int OH, int OW) {
@@ -627,15 +639,7 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void conv_implicit(
             }
             Bs[kb][jj] = v;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int kk = 0; kk < IG_K; kk++) {
-            float a[4], b[4];
-            for (int r = 0; r < 4; r++) a[r] = As[kk][ty + 16 * r];
-            for (int c = 0; c < 4; c++) b[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
-                for (int c = 0; c < 4; c++) acc[r][c] = fma(a[r], b[c], acc[r][c]);
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
+        IG_UPDATE(acc, As, Bs)
     }
     for (int r = 0; r < 4; r++) {
         int i = bi + ty + 16 * r;
@@ -687,15 +691,7 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void conv_wgrad_implic
             }
             Bs[jb2][kk] = v;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int jj = 0; jj < IG_K; jj++) {
-            float a[4], b[4];
-            for (int r = 0; r < 4; r++) a[r] = As[jj][ty + 16 * r];
-            for (int c = 0; c < 4; c++) b[c] = Bs[jj][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
-                for (int c = 0; c < 4; c++) acc[r][c] = fma(a[r], b[c], acc[r][c]);
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
+        IG_UPDATE(acc, As, Bs)
     }
     __global float *o = out + outoff + (long)s * ostride;
     for (int r = 0; r < 4; r++) {

@@ -148,6 +148,19 @@ static size_t bcast_weights(const clcnn_conv2d_shape *s) {
     return (size_t)lanes_of(&bcast_tiles[pick_bcast(s, 0)], s->OC) * s->C * s->K * s->K;
 }
 
+/* The shape arguments of the kernels that read a padded input (the direct and lanes
+ * convolutions, the direct weight gradients): C, Hp, Wp, OC, K, OH, OW. */
+static void padded_shape_args(clcnn_args *a, const clcnn_conv2d_shape *s) {
+    int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad;
+    CLCNN_ARG(a, s->C);
+    CLCNN_ARG(a, hp);
+    CLCNN_ARG(a, wp);
+    CLCNN_ARG(a, s->OC);
+    CLCNN_ARG(a, s->K);
+    CLCNN_ARG(a, s->OH);
+    CLCNN_ARG(a, s->OW);
+}
+
 /* y = conv(xp, w) by conv_bcast_s1: the weights (params at woff, as (OC, C, K, K); with flip,
  * those of the convolution whose input gradient this is, as (C, OC, K, K)) into lanes layout
  * in wl, then one launch for the batch. */
@@ -155,8 +168,7 @@ static clcnn_status conv_bcast(clcnn_context *ctx, cl_mem xp, const clcnn_conv2d
                                cl_mem params, int woff, int boff, int flip, cl_mem wl, int N) {
     const bcast_tile *t = &bcast_tiles[pick_bcast(s, 0)];
     clcnn_kern *kl = clcnn_kernel(ctx, CLCNN_K_weights_to_lanes), *k = clcnn_kernel(ctx, t->k);
-    int taps = s->K * s->K, op = lanes_of(t, s->OC), hp = s->H + 2 * s->pad;
-    int wp = s->W + 2 * s->pad;
+    int taps = s->K * s->K, op = lanes_of(t, s->OC);
     clcnn_status st;
     clcnn_args a = {kl->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, wl);
@@ -176,13 +188,7 @@ static clcnn_status conv_bcast(clcnn_context *ctx, cl_mem xp, const clcnn_conv2d
     CLCNN_ARG(&b, params);
     CLCNN_ARG(&b, boff);
     CLCNN_ARG(&b, s->bias);
-    CLCNN_ARG(&b, s->C);
-    CLCNN_ARG(&b, hp);
-    CLCNN_ARG(&b, wp);
-    CLCNN_ARG(&b, s->OC);
-    CLCNN_ARG(&b, s->K);
-    CLCNN_ARG(&b, s->OH);
-    CLCNN_ARG(&b, s->OW);
+    padded_shape_args(&b, s);
     size_t global[3] = {(size_t)((s->OW + t->q - 1) / t->q) * (size_t)((s->OH + t->r - 1) / t->r),
                         (size_t)op / (16 * (size_t)t->v), (size_t)N};
     return clcnn_launch_single(ctx, k, &b, 3, global);
@@ -199,6 +205,20 @@ static int implicit_ok(const clcnn_context *ctx) {
     return k->max_wg >= 256 && local >= 2 * 16 * 65 * sizeof(float);
 }
 
+/* The shape arguments both implicit-GEMM kernels take: N, C, H, W, OC, K, stride, pad, OH, OW. */
+static void implicit_shape_args(clcnn_args *a, const clcnn_conv2d_shape *s, int N) {
+    CLCNN_ARG(a, N);
+    CLCNN_ARG(a, s->C);
+    CLCNN_ARG(a, s->H);
+    CLCNN_ARG(a, s->W);
+    CLCNN_ARG(a, s->OC);
+    CLCNN_ARG(a, s->K);
+    CLCNN_ARG(a, s->stride);
+    CLCNN_ARG(a, s->pad);
+    CLCNN_ARG(a, s->OH);
+    CLCNN_ARG(a, s->OW);
+}
+
 /* y = conv(x, w) + b by conv_implicit (any stride and padding, no scratch), one launch. */
 static clcnn_status conv_implicit(clcnn_context *ctx, const clcnn_conv2d_shape *s, cl_mem y,
                                   cl_mem x, cl_mem params, int woff, int boff, int N) {
@@ -210,16 +230,7 @@ static clcnn_status conv_implicit(clcnn_context *ctx, const clcnn_conv2d_shape *
     CLCNN_ARG(&a, woff);
     CLCNN_ARG(&a, boff);
     CLCNN_ARG(&a, s->bias);
-    CLCNN_ARG(&a, N);
-    CLCNN_ARG(&a, s->C);
-    CLCNN_ARG(&a, s->H);
-    CLCNN_ARG(&a, s->W);
-    CLCNN_ARG(&a, s->OC);
-    CLCNN_ARG(&a, s->K);
-    CLCNN_ARG(&a, s->stride);
-    CLCNN_ARG(&a, s->pad);
-    CLCNN_ARG(&a, s->OH);
-    CLCNN_ARG(&a, s->OW);
+    implicit_shape_args(&a, s, N);
     size_t pixels = (size_t)N * (size_t)s->OH * (size_t)s->OW;
     size_t global[2] = {(pixels + 63) / 64 * 16, (size_t)(s->OC + 63) / 64 * 16};
     size_t local[2] = {16, 16};
@@ -258,16 +269,7 @@ static clcnn_status wgrad_implicit(const clcnn_io *io, const clcnn_conv2d_shape 
     CLCNN_ARG(&a, ostride);
     CLCNN_ARG(&a, io->gy);
     CLCNN_ARG(&a, io->x[0]);
-    CLCNN_ARG(&a, io->N);
-    CLCNN_ARG(&a, s->C);
-    CLCNN_ARG(&a, s->H);
-    CLCNN_ARG(&a, s->W);
-    CLCNN_ARG(&a, s->OC);
-    CLCNN_ARG(&a, s->K);
-    CLCNN_ARG(&a, s->stride);
-    CLCNN_ARG(&a, s->pad);
-    CLCNN_ARG(&a, s->OH);
-    CLCNN_ARG(&a, s->OW);
+    implicit_shape_args(&a, s, io->N);
     CLCNN_ARG(&a, peri);
     size_t global[3] = {(size_t)(ckk + 63) / 64 * 16, (size_t)(s->OC + 63) / 64 * 16, (size_t)S};
     size_t local[3] = {16, 16, 1};
@@ -324,13 +326,7 @@ conv:
     CLCNN_ARG(&b, woff);
     CLCNN_ARG(&b, boff);
     CLCNN_ARG(&b, s->bias);
-    CLCNN_ARG(&b, s->C);
-    CLCNN_ARG(&b, hp);
-    CLCNN_ARG(&b, wp);
-    CLCNN_ARG(&b, s->OC);
-    CLCNN_ARG(&b, s->K);
-    CLCNN_ARG(&b, s->OH);
-    CLCNN_ARG(&b, s->OW);
+    padded_shape_args(&b, s);
     cl_mem am = pool ? argmax : y; /* a valid buffer the kernel does not touch */
     CLCNN_ARG(&b, am);
     CLCNN_ARG(&b, pool);
@@ -411,18 +407,6 @@ static clcnn_status wgrad_pad(clcnn_context *ctx, const wgrad_args *w) {
     return conv_direct(ctx, w->xp, w->padded, w->s, NULL, io->x[0], io->params, 0, 0, io->N, NULL);
 }
 
-/* The weight-gradient kernels' trailing shape arguments: C, Hp, Wp, OC, K, OH, OW. */
-static void wgrad_shape_args(clcnn_args *a, const clcnn_conv2d_shape *s) {
-    int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad;
-    CLCNN_ARG(a, s->C);
-    CLCNN_ARG(a, hp);
-    CLCNN_ARG(a, wp);
-    CLCNN_ARG(a, s->OC);
-    CLCNN_ARG(a, s->K);
-    CLCNN_ARG(a, s->OH);
-    CLCNN_ARG(a, s->OW);
-}
-
 /* Pixel-row GEMM: gy to pixel rows, then an implicit GEMM against the padded input, per
  * slice of the batch, and the slices' sum. */
 static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
@@ -456,7 +440,7 @@ static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
     CLCNN_ARG(&a, w->xp);
     CLCNN_ARG(&a, N);
     CLCNN_ARG(&a, plan.nb);
-    wgrad_shape_args(&a, s);
+    padded_shape_args(&a, s);
     size_t global[3] = {(size_t)(ckk + 7) / 8, (size_t)plan.ocp / 32, (size_t)plan.S};
     if ((st = clcnn_launch_single(ctx, k, &a, 3, global))) return st;
     if (plan.S > 1) {
@@ -492,7 +476,7 @@ static clcnn_status wgrad_lanes(clcnn_context *ctx, const wgrad_args *w) {
     CLCNN_ARG(&a, zero);
     CLCNN_ARG(&a, w->xp);
     CLCNN_ARG(&a, io->N);
-    wgrad_shape_args(&a, s);
+    padded_shape_args(&a, s);
     size_t global[2] = {(size_t)(ckk + 3) / 4, (size_t)(s->OC + 3) / 4};
     return clcnn_launch_single(ctx, k, &a, 2, global);
 }
