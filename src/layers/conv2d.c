@@ -491,10 +491,10 @@ static int has(const clcnn_algo *list, int n, clcnn_algo a) {
     return 0;
 }
 
-/* Forward: direct or direct-lanes (stride 1), or im2col. Weight gradient: rows, lanes (stride
- * 1) or im2col. Input gradient: the flipped convolution (stride 1, pad <= K-1), direct,
- * direct-lanes or im2col, or col2im. A fused node's backward is fixed: wgrad-rows and
- * flip-direct. */
+/* Forward: direct or direct-lanes (stride 1), implicit (devices that run its 16x16 groups), or
+ * im2col. Weight gradient: rows, lanes (stride 1), implicit or im2col. Input gradient: the
+ * flipped convolution (stride 1, pad <= K-1) by direct, direct-lanes, im2col or implicit, or
+ * col2im. A fused node's backward is fixed: wgrad-rows and flip-direct. */
 static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_conv2d_shape g;
@@ -528,7 +528,8 @@ static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, c
  * weight gradient reads gy in place below WGRAD_ROWS_MIN_TAPS taps and takes the row GEMM
  * above (or the autotuner times both); the input gradient is the flipped convolution, by
  * flip-lanes where the lanes tiles suit its shape, else by the forward's kind, where the shape
- * allows one, else col2im. */
+ * allows one, else col2im. CLCNN_CONV_ALGO=implicit takes the implicit GEMMs for all three
+ * passes where the device runs them (no rule picks them until they are measured on a GPU). */
 static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *f) {
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_conv2d_shape g;
