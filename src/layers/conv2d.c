@@ -237,6 +237,26 @@ static clcnn_status conv_implicit(clcnn_context *ctx, const clcnn_conv2d_shape *
     return clcnn_launch(ctx, k, &a, 2, global, local);
 }
 
+/* grads[woff ..] = the sum of S weight-gradient slices of n floats each, consecutive in part
+ * (the split-K weight gradients' partial sums), by gemm_reduce as one n-wide row. */
+static clcnn_status reduce_slices(clcnn_context *ctx, cl_mem grads, int woff, cl_mem part, int n,
+                                  int S) {
+    clcnn_kern *r = clcnn_kernel(ctx, CLCNN_K_gemm_reduce);
+    float alpha = 1.0f, beta = 0.0f;
+    int one = 1;
+    clcnn_args b = {r->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&b, grads);
+    CLCNN_ARG(&b, woff);
+    CLCNN_ARG(&b, n);
+    CLCNN_ARG(&b, part);
+    CLCNN_ARG(&b, one);
+    CLCNN_ARG(&b, n);
+    CLCNN_ARG(&b, S);
+    CLCNN_ARG(&b, alpha);
+    CLCNN_ARG(&b, beta);
+    return clcnn_launch1d(ctx, r, &b, (size_t)n);
+}
+
 /* The split of conv_wgrad_implicit's pixel sum for a batch of N: about eight work-groups per
  * compute unit, slices of at least 256 pixels (a multiple of 16), and partial sums within the
  * im2col scratch budget. Returns the number of slices S (1: no partials) and sets *per. */
@@ -274,20 +294,7 @@ static clcnn_status wgrad_implicit(const clcnn_io *io, const clcnn_conv2d_shape 
     size_t global[3] = {(size_t)(ckk + 63) / 64 * 16, (size_t)(s->OC + 63) / 64 * 16, (size_t)S};
     size_t local[3] = {16, 16, 1};
     if ((st = clcnn_launch(ctx, k, &a, 3, global, local))) return st;
-    if (S == 1) return CLCNN_SUCCESS;
-    clcnn_kern *r = clcnn_kernel(ctx, CLCNN_K_gemm_reduce);
-    float alpha = 1.0f, beta = 0.0f;
-    clcnn_args b = {r->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&b, io->grads);
-    CLCNN_ARG(&b, io->woff);
-    CLCNN_ARG(&b, ckk);
-    CLCNN_ARG(&b, io->col);
-    CLCNN_ARG(&b, s->OC);
-    CLCNN_ARG(&b, ckk);
-    CLCNN_ARG(&b, S);
-    CLCNN_ARG(&b, alpha);
-    CLCNN_ARG(&b, beta);
-    return clcnn_launch1d(ctx, r, &b, (size_t)s->OC * ckk);
+    return S > 1 ? reduce_slices(ctx, io->grads, io->woff, io->col, s->OC * ckk, S) : CLCNN_SUCCESS;
 }
 
 /* The direct stride-1 convolution: pad the input once, then one launch for the batch. */
@@ -443,22 +450,8 @@ static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
     padded_shape_args(&a, s);
     size_t global[3] = {(size_t)(ckk + 7) / 8, (size_t)plan.ocp / 32, (size_t)plan.S};
     if ((st = clcnn_launch_single(ctx, k, &a, 3, global))) return st;
-    if (plan.S > 1) {
-        clcnn_kern *r = clcnn_kernel(ctx, CLCNN_K_gemm_reduce);
-        float alpha = 1.0f, beta = 0.0f;
-        clcnn_args b = {r->k, 0, CL_SUCCESS};
-        CLCNN_ARG(&b, grads);
-        CLCNN_ARG(&b, woff);
-        CLCNN_ARG(&b, ckk);
-        CLCNN_ARG(&b, ws->col);
-        CLCNN_ARG(&b, s->OC);
-        CLCNN_ARG(&b, ckk);
-        CLCNN_ARG(&b, plan.S);
-        CLCNN_ARG(&b, alpha);
-        CLCNN_ARG(&b, beta);
-        if ((st = clcnn_launch1d(ctx, r, &b, (size_t)s->OC * ckk))) return st;
-    }
-    return CLCNN_SUCCESS;
+    return plan.S > 1 ? reduce_slices(ctx, grads, woff, ws->col, s->OC * ckk, plan.S)
+                      : CLCNN_SUCCESS;
 }
 
 /* Lane reduction: reads gy in place, sums along rows in float16 lanes (conv_wgrad_s1). */
