@@ -87,13 +87,18 @@ __kernel void flip_weights(__global float *wf, __global const float *w, int woff
 }
 
 /* xp[nc, h, w] = x[nc, h - pad, w - pad] or 0: the zero-padded input of a convolution, so the
- * direct kernels below need no bounds checks. One work-item per padded row. */
+ * direct kernels below need no bounds checks. One work-item per padded row; the last one also
+ * zeroes the `slack` floats past the data, which the kernels read in lanes they do not store
+ * (the weight gradient multiplies those lanes by zeros, and 0 * NaN from left-over bytes would
+ * poison its sums). */
 __kernel void pad_input(__global float *xp, __global const float *x, int xoff, int NC, int H,
-                        int W, int pad, int Hp, int Wp) {
+                        int W, int pad, int Hp, int Wp, int slack) {
     int r = get_global_id(0);
     if (r >= NC * Hp) return;
     int h = r % Hp - pad, nc = r / Hp;
     __global float *dst = xp + (long)r * Wp;
+    if (r == NC * Hp - 1)
+        for (int i = 0; i < slack; i++) dst[Wp + i] = 0.0f;
     if (h < 0 || h >= H) {
         for (int w = 0; w < Wp; w++) dst[w] = 0.0f;
         return;

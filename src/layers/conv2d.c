@@ -302,6 +302,7 @@ static clcnn_status conv_direct(clcnn_context *ctx, cl_mem xp, int padded,
                                 const clcnn_conv2d_shape *s, cl_mem y, cl_mem x, cl_mem params,
                                 int woff, int boff, int N, cl_mem argmax) {
     int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad, nc = N * s->C, zero = 0;
+    int slack = (int)pad_slack((size_t)wp);
     clcnn_kern *pad = clcnn_kernel(ctx, CLCNN_K_pad_input);
     clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_conv_direct_s1);
     clcnn_status st;
@@ -316,11 +317,8 @@ static clcnn_status conv_direct(clcnn_context *ctx, cl_mem xp, int padded,
     CLCNN_ARG(&a, s->pad);
     CLCNN_ARG(&a, hp);
     CLCNN_ARG(&a, wp);
+    CLCNN_ARG(&a, slack);
     if ((st = clcnn_launch1d(ctx, pad, &a, (size_t)nc * hp))) return st;
-    /* Zero the slack past the data too: the kernels read it in lanes they do not store, but
-     * the weight gradient multiplies those lanes by zeros, and 0 * NaN (left-over bytes) would
-     * poison the sum. */
-    if ((st = clcnn_fill(ctx, xp, nc * hp * wp, (int)pad_slack(wp), 0.0f))) return st;
 conv:
     if (!y) return CLCNN_SUCCESS; /* padding only (the weight gradient's input) */
     int pool = argmax != NULL, narrow = s->OW < 8 ? !pool : s->OW == 8;
