@@ -28,13 +28,61 @@ __kernel void maxpool_forward(__global float *y, int yoff, __global int *argmax,
     argmax[i] = best;
 }
 
-/* MaxPool2d(2) (kernel 2, stride 2, no padding), the common case: one work-item per output,
- * neighbours along a row, so a CPU device's work-group vectorizer turns the window's reads into
- * vector loads. Same rule as maxpool_forward: scan order (0,0), (0,1), (1,0), (1,1), strict
- * '>', a NaN wins. */
+/* MaxPool2d(2) (kernel 2, stride 2, no padding), the common case. Same rule as
+ * maxpool_forward: scan order (0,0), (0,1), (1,0), (1,1), strict '>', a NaN wins. One
+ * work-item per output row, eight windows per step from two 16-wide loads of its two input
+ * rows (four from 8-wide loads on rows under 8 windows); a row's last step is its last eight
+ * (four) windows, overlapping the one before and writing the same values again, so no
+ * scalar tail remains. Needs OW >= 4 (maxpool2_forward_px below takes narrower rows). */
+/* window value v (offset w from the window's top-left) replaces the running maximum m if
+ * larger or NaN */
+#define POOL2_PICK(v, w) c = ((v) > m) | isnan(v), m = select(m, (v), c), best = select(best, w, c)
 __kernel void maxpool2_forward(__global float *y, int yoff, __global int *argmax,
                                __global const float *x, int xoff, int NC, int H, int W, int OH,
                                int OW) {
+    int r = get_global_id(0);
+    if (r >= NC * OH) return;
+    int oh = r % OH, nc = r / OH;
+    __global const float *x0 = x + xoff + ((long)nc * H + 2 * oh) * W, *x1 = x0 + W;
+    __global float *yr = y + yoff + (long)r * OW;
+    __global int *ar = argmax + (long)r * OW;
+    int base = 2 * oh * W;
+    if (OW >= 8) {
+        const int8 lane = 2 * (int8)(0, 1, 2, 3, 4, 5, 6, 7);
+        for (int ow = 0; ow < OW; ow += 8) {
+            int o = min(ow, OW - 8);
+            float16 t = vload16(0, x0 + 2 * o), u = vload16(0, x1 + 2 * o);
+            float8 m = t.even;
+            int8 best = (int8)(0), c;
+            POOL2_PICK(t.odd, (int8)(1));
+            POOL2_PICK(u.even, (int8)(W));
+            POOL2_PICK(u.odd, (int8)(W + 1));
+            vstore8(m, 0, yr + o);
+            vstore8(base + 2 * o + lane + best, 0, ar + o);
+        }
+        return;
+    }
+    {
+        const int4 lane = 2 * (int4)(0, 1, 2, 3);
+        for (int ow = 0; ow < OW; ow += 4) {
+            int o = min(ow, OW - 4);
+            float8 t = vload8(0, x0 + 2 * o), u = vload8(0, x1 + 2 * o);
+            float4 m = t.even;
+            int4 best = (int4)(0), c;
+            POOL2_PICK(t.odd, (int4)(1));
+            POOL2_PICK(u.even, (int4)(W));
+            POOL2_PICK(u.odd, (int4)(W + 1));
+            vstore4(m, 0, yr + o);
+            vstore4(base + 2 * o + lane + best, 0, ar + o);
+        }
+    }
+}
+
+/* MaxPool2d(2) on rows under 4 windows: one work-item per output, neighbours along a row, so
+ * a CPU device's work-group vectorizer turns the window's reads into vector loads. */
+__kernel void maxpool2_forward_px(__global float *y, int yoff, __global int *argmax,
+                                  __global const float *x, int xoff, int NC, int H, int W, int OH,
+                                  int OW) {
     int i = get_global_id(0);
     if (i >= NC * OH * OW) return;
     int ow = i % OW, r = i / OW, oh = r % OH, nc = r / OH;
@@ -51,9 +99,9 @@ __kernel void maxpool2_forward(__global float *y, int yoff, __global int *argmax
 
 /* gx[n,c,ih,iw] = sum of gy over the outputs whose argmax is this pixel. Gather form: windows
  * may overlap (stride < K), and a fixed summation order keeps runs repeatable. */
-__kernel void maxpool_backward(__global float *gx, int gxoff, __global const float *gy,
-                               int gyoff, __global const int *argmax, int NC, int H, int W,
-                               int K, int stride, int pad, int OH, int OW) {
+__kernel void maxpool_backward(__global float *gx, int gxoff, __global const float *gy, int gyoff,
+                               __global const int *argmax, int NC, int H, int W, int K, int stride,
+                               int pad, int OH, int OW) {
     int i = get_global_id(0);
     if (i >= NC * H * W) return;
     int iw = i % W, ih = (i / W) % H, nc = i / (W * H);
@@ -75,9 +123,8 @@ __kernel void maxpool_backward(__global float *gx, int gxoff, __global const flo
 /* The backward of maxpool2_forward: one work-item per output row writes both input rows of
  * its windows whole (gy at the argmax, zeros elsewhere), plus the odd column or row that no
  * window covers, so no separate zero fill is needed. */
-__kernel void maxpool2_backward(__global float *gx, int gxoff, __global const float *gy,
-                                int gyoff, __global const int *argmax, int NC, int H, int W,
-                                int OH, int OW) {
+__kernel void maxpool2_backward(__global float *gx, int gxoff, __global const float *gy, int gyoff,
+                                __global const int *argmax, int NC, int H, int W, int OH, int OW) {
     int r = get_global_id(0);
     if (r >= NC * OH) return;
     int oh = r % OH, nc = r / OH;
@@ -103,15 +150,16 @@ __kernel void maxpool2_backward(__global float *gx, int gxoff, __global const fl
     }
     if (W > 2 * OW) g0[W - 1] = g1[W - 1] = 0.0f;
     if (oh == OH - 1)
-        for (int i = (2 * OH) * W; i < H * W; i++) g0[i - 2 * oh * W] = 0.0f;
+        for (int i = (2 * OH) * W; i < H * W; i++)
+            g0[i - 2 * oh * W] = 0.0f;
 }
 
 /* Non-overlapping windows (stride >= K): each input pixel belongs to at most one window, so
  * the gradient is a scatter of gy to the argmax positions of a zeroed gx; one work-item per
  * output. Much cheaper than the gather above, and still free of write conflicts. */
 __kernel void maxpool_backward_scatter(__global float *gx, int gxoff, __global const float *gy,
-                                       int gyoff, __global const int *argmax, int NC, int H,
-                                       int W, int OH, int OW) {
+                                       int gyoff, __global const int *argmax, int NC, int H, int W,
+                                       int OH, int OW) {
     int o = get_global_id(0);
     if (o >= NC * OH * OW) return;
     int nc = o / (OH * OW);

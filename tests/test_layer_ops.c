@@ -97,8 +97,11 @@ static const lo_case cases[] = {
     {"maxpool(3,stride=2)", 3, 7, 9, 2, 1, IN_TIES, 0, 0},
     {"maxpool(3,stride=2)", 3, 7, 9, 2, 1, IN_RANDOM, 0, 0},
     {"maxpool(2)", 2, 8, 8, 1, 1, IN_RANDOM, 0, 0},
-    {"maxpool(2)", 3, 9, 7, 2, 1, IN_TIES, 0, 0},  /* 2x2: odd sizes */
-    {"maxpool(2)", 2, 7, 37, 2, 1, IN_TIES, 0, 0}, /* 2x2: 18 windows a row (vectors + tail) */
+    {"maxpool(2)", 3, 9, 7, 2, 1, IN_TIES, 0, 0},     /* 2x2: odd sizes */
+    {"maxpool(2)", 2, 7, 37, 2, 1, IN_TIES, 0, 0},    /* 2x2: 18 windows a row (vectors + tail) */
+    {"maxpool(2)", 3, 6, 14, 2, 1, IN_TIES, 0, 0},    /* 2x2: 7 windows, two overlapping fours */
+    {"maxpool(2)", 2, 5, 11, 2, 1, IN_SPECIAL, 0, 0}, /* 2x2: NaN, infinities, 5 windows */
+    {"maxpool(2)", 2, 4, 33, 2, 1, IN_SPECIAL, 0, 0}, /* 2x2: NaN, 16 windows, odd width */
     {"maxpool(3,stride=2,pad=1)", 2, 5, 7, 3, 1, IN_TIES, 0, 0},
     {"maxpool(3,stride=2,pad=1)", 2, 5, 7, 3, 1, IN_SPECIAL, 0, 0}, /* NaN: the last one wins */
     {"maxpool(2,stride=1)", 1, 6, 5, 2, 1, IN_TIES, 0, 0},

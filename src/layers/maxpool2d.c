@@ -62,7 +62,9 @@ static clcnn_status pool_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem 
                                  int xoff, int NC, int H, int W, int K, int stride, int pad, int OH,
                                  int OW) {
     if (K == 2 && stride == 2 && pad == 0) {
-        clcnn_kern *k2 = clcnn_kernel(ctx, CLCNN_K_maxpool2_forward);
+        int rows = OW >= 4; /* maxpool2_forward: a row per work-item; _px: an output each */
+        clcnn_kern *k2 =
+            clcnn_kernel(ctx, rows ? CLCNN_K_maxpool2_forward : CLCNN_K_maxpool2_forward_px);
         clcnn_args a = {k2->k, 0, CL_SUCCESS};
         CLCNN_ARG(&a, y);
         CLCNN_ARG(&a, yoff);
@@ -74,7 +76,7 @@ static clcnn_status pool_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem 
         CLCNN_ARG(&a, W);
         CLCNN_ARG(&a, OH);
         CLCNN_ARG(&a, OW);
-        return clcnn_launch1d(ctx, k2, &a, (size_t)NC * OH * OW);
+        return clcnn_launch1d(ctx, k2, &a, (size_t)NC * OH * (rows ? 1 : (size_t)OW));
     }
     clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_maxpool_forward);
     clcnn_args a = {k->k, 0, CL_SUCCESS};

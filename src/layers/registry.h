@@ -16,8 +16,8 @@
       K(conv_implicit) K(conv_wgrad_implicit)                                                      \
       K(conv_wgrad_s1) K(gy_to_rows_pad)                                                           \
       K(conv_wgrad_rows) K(pool2_grad_to_rows))                                                    \
-    X(MAXPOOL2D, maxpool2d, K(maxpool_forward) K(maxpool2_forward) K(maxpool_backward)             \
-      K(maxpool2_backward) K(maxpool_backward_scatter))                                            \
+    X(MAXPOOL2D, maxpool2d, K(maxpool_forward) K(maxpool2_forward) K(maxpool2_forward_px)          \
+      K(maxpool_backward) K(maxpool2_backward) K(maxpool_backward_scatter))                        \
     X(RELU, relu, K(relu_forward) K(relu_backward))                                                \
     X(FLATTEN, flatten, )                                                                          \
     X(LINEAR, linear, K(bias_add))                                                                 \
