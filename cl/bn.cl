@@ -5,7 +5,18 @@
  * partials. keep holds what the forward leaves for the backward: keep[c] the batch mean and
  * keep[C + c] the inverse standard deviation of channel c. With relu != 0 the node is
  * BatchNorm fused with the ReLU after it: the forward stores relu(bn(x)) and the backward
- * first masks gy by that output, as relu_backward does (y <= 0 gives 0, a NaN passes gy). */
+ * first masks gy by that output, as relu_backward does (y <= 0 gives 0, a NaN passes gy),
+ * recomputing bn(x) by the forward's own expression (bn_out) rather than reading y back. */
+
+/* bn(x) = (x - mean) * alpha + beta, alpha = invstd * weight: one explicit fma, so the
+ * backward's recomputation is the forward's value to the bit. */
+static float16 bn_out16(float16 x, float mean, float alpha, float beta) {
+    return fma(x - mean, (float16)(alpha), (float16)(beta));
+}
+
+static float bn_out(float x, float mean, float alpha, float beta) {
+    return fma(x - mean, alpha, beta);
+}
 
 /* acc (16 lanes) and *tail += the n floats at p. Sixteen partial sums, as bias_grad. */
 static void bn_sum(float16 *acc, float *tail, __global const float *p, int n) {
@@ -37,27 +48,30 @@ static void bn_sum_dot(float16 *acc, float *tail, __global const float *g, __glo
         *tail += g[i] * (p[i] - m);
 }
 
-/* The gradient through the fused ReLU: g where its output y is above 0 (or NaN), else 0. */
-static float16 relu_mask16(float16 g, float16 y) {
-    return select(g, (float16)(0.0f), y <= 0.0f);
+/* The gradient through the fused ReLU: g where the BatchNorm output v is above 0 (or NaN),
+ * else 0 (relu(v) <= 0 exactly when v <= 0). */
+static float16 relu_mask16(float16 g, float16 v) {
+    return select(g, (float16)(0.0f), v <= 0.0f);
 }
 
-static float relu_mask(float g, float y) {
-    return y <= 0.0f ? 0.0f : g;
+static float relu_mask(float g, float v) {
+    return v <= 0.0f ? 0.0f : g;
 }
 
-/* bn_sum and bn_sum_dot of g masked by the ReLU output y, in one pass. */
+/* bn_sum and bn_sum_dot of g masked by the fused ReLU (its input recomputed from x at p, m,
+ * alpha and beta), in one pass. */
 static void bn_sums_masked(float16 *acc, float *tail, float16 *dacc, float *dtail,
-                           __global const float *g, __global const float *y,
-                           __global const float *p, int n, float m) {
+                           __global const float *g, __global const float *p, int n, float m,
+                           float alpha, float beta) {
     int n16 = n & ~15;
     for (int i = 0; i < n16; i += 16) {
-        float16 v = relu_mask16(vload16(0, g + i), vload16(0, y + i));
+        float16 x = vload16(0, p + i);
+        float16 v = relu_mask16(vload16(0, g + i), bn_out16(x, m, alpha, beta));
         *acc += v;
-        *dacc += v * (vload16(0, p + i) - m);
+        *dacc += v * (x - m);
     }
     for (int i = n16; i < n; i++) {
-        float v = relu_mask(g[i], y[i]);
+        float v = relu_mask(g[i], bn_out(p[i], m, alpha, beta));
         *tail += v;
         *dtail += v * (p[i] - m);
     }
@@ -162,37 +176,38 @@ __kernel void bn_forward_apply(__global float *y, __global const float *x,
     int n16 = HW & ~15;
     if (relu) { /* y < 0 gives 0, a NaN passes: relu_forward's rule */
         for (int i = 0; i < n16; i += 16) {
-            float16 v = (vload16(0, xr + i) - mean) * alpha + beta;
+            float16 v = bn_out16(vload16(0, xr + i), mean, alpha, beta);
             vstore16(select(v, (float16)(0.0f), v < 0.0f), 0, yr + i);
         }
         for (int i = n16; i < HW; i++) {
-            float v = (xr[i] - mean) * alpha + beta;
+            float v = bn_out(xr[i], mean, alpha, beta);
             yr[i] = v < 0.0f ? 0.0f : v;
         }
         return;
     }
     for (int i = 0; i < n16; i += 16)
-        vstore16((vload16(0, xr + i) - mean) * alpha + beta, 0, yr + i);
+        vstore16(bn_out16(vload16(0, xr + i), mean, alpha, beta), 0, yr + i);
     for (int i = n16; i < HW; i++)
-        yr[i] = (xr[i] - mean) * alpha + beta;
+        yr[i] = bn_out(xr[i], mean, alpha, beta);
 }
 
 /* Chunk (g, c) of the gradient (one work-item each, g*C + c < G*C): part[c*G + g] = the sum
- * of gy and part[(C + c)*G + g] = the sum of gy * (x - mean), mean = keep[c]; gy masked by the
- * output y with relu. */
+ * of gy and part[(C + c)*G + g] = the sum of gy * (x - mean), mean = keep[c]; with relu, gy
+ * masked by the fused ReLU (its input recomputed from x and the weight and bias in p). */
 __kernel void bn_backward_partial(__global float *part, __global const float *gy,
                                   __global const float *x, __global const float *keep, int N, int C,
-                                  int HW, int S, int G, __global const float *y, int relu) {
+                                  int HW, int S, int G, __global const float *p, int woff,
+                                  int boff, int relu) {
     int id = get_global_id(0);
     if (id >= G * C) return;
     int g = id / C, c = id - g * C, n0 = g * S, n1 = min(n0 + S, N);
-    float mean = keep[c];
+    float mean = keep[c], alpha = keep[C + c] * p[woff + c], beta = p[boff + c];
     float16 acc = 0.0f, dacc = 0.0f;
     float tail = 0.0f, dtail = 0.0f;
     for (int n = n0; n < n1; n++) {
         int off = (n * C + c) * HW;
         if (relu) {
-            bn_sums_masked(&acc, &tail, &dacc, &dtail, gy + off, y + off, x + off, HW, mean);
+            bn_sums_masked(&acc, &tail, &dacc, &dtail, gy + off, x + off, HW, mean, alpha, beta);
             continue;
         }
         bn_sum(&acc, &tail, gy + off, HW);
@@ -224,11 +239,11 @@ __kernel void bn_backward_reduce(__global float *grads, int woff, int boff, __gl
 }
 
 /* gx per plane (n, c) (one work-item each, < N*C) from the coefficients of
- * bn_backward_reduce; gy masked by the output y with relu. */
+ * bn_backward_reduce; with relu, gy masked as in bn_backward_partial. */
 __kernel void bn_backward_apply(__global float *gx, __global const float *gy,
                                 __global const float *x, __global const float *keep,
                                 __global const float *coef, int coff, int N, int C, int HW,
-                                __global const float *y, int relu) {
+                                __global const float *p, int woff, int boff, int relu) {
     int id = get_global_id(0);
     if (id >= N * C) return;
     coef += coff;
@@ -238,14 +253,15 @@ __kernel void bn_backward_apply(__global float *gx, __global const float *gy,
     __global float *out = gx + id * HW;
     int n16 = HW & ~15;
     if (relu) {
-        __global const float *yr = y + id * HW;
+        float alpha = keep[C + c] * p[woff + c], beta = p[boff + c];
         for (int i = 0; i < n16; i += 16) {
-            float16 d = vload16(0, xr + i) - mean;
-            float16 g = relu_mask16(vload16(0, gr + i), vload16(0, yr + i));
-            vstore16(a * (g - gm - d * k), 0, out + i);
+            float16 xv = vload16(0, xr + i);
+            float16 g = relu_mask16(vload16(0, gr + i), bn_out16(xv, mean, alpha, beta));
+            vstore16(a * (g - gm - (xv - mean) * k), 0, out + i);
         }
         for (int i = n16; i < HW; i++)
-            out[i] = a * (relu_mask(gr[i], yr[i]) - gm - (xr[i] - mean) * k);
+            out[i] = a * (relu_mask(gr[i], bn_out(xr[i], mean, alpha, beta)) - gm -
+                          (xr[i] - mean) * k);
         return;
     }
     for (int i = 0; i < n16; i += 16) {

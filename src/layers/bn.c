@@ -8,8 +8,9 @@
  * gradient's three coefficients per channel.
  *
  * A ReLU that only this node feeds is fused into it (a plan rewrite, bn_can_fuse): the forward
- * stores relu(bn(x)) in one pass and the backward masks gy by that output inside its two
- * passes, so the ReLU's own passes over the tensor and its buffers go away. */
+ * stores relu(bn(x)) in one pass and the backward masks gy by bn(x), recomputed from x inside
+ * its two passes (one stream fewer than reading y back), so the ReLU's own passes over the
+ * tensor and its buffers go away. */
 #include "layer.h"
 
 /* PyTorch's defaults. */
@@ -208,7 +209,9 @@ static clcnn_status bn_param_grads(const clcnn_node *n, const clcnn_io *io, int 
     CLCNN_ARG(&a, HW);
     CLCNN_ARG(&a, S);
     CLCNN_ARG(&a, G);
-    CLCNN_ARG(&a, io->y);
+    CLCNN_ARG(&a, io->params);
+    CLCNN_ARG(&a, io->woff);
+    CLCNN_ARG(&a, io->boff);
     CLCNN_ARG(&a, relu);
     if ((st = bn_launch(ctx, kp, &a, (size_t)G * C))) return st;
     clcnn_args r = {kr->k, 0, CL_SUCCESS};
@@ -246,7 +249,9 @@ static clcnn_status bn_backward(const clcnn_node *n, const clcnn_io *io) {
     CLCNN_ARG(&a, N);
     CLCNN_ARG(&a, C);
     CLCNN_ARG(&a, HW);
-    CLCNN_ARG(&a, io->y);
+    CLCNN_ARG(&a, io->params);
+    CLCNN_ARG(&a, io->woff);
+    CLCNN_ARG(&a, io->boff);
     CLCNN_ARG(&a, relu);
     return bn_launch(io->ctx, k, &a, (size_t)N * C);
 }
