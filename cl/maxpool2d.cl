@@ -122,7 +122,9 @@ __kernel void maxpool_backward(__global float *gx, int gxoff, __global const flo
 
 /* The backward of maxpool2_forward: one work-item per output row writes both input rows of
  * its windows whole (gy at the argmax, zeros elsewhere), plus the odd column or row that no
- * window covers, so no separate zero fill is needed. */
+ * window covers, so no separate zero fill is needed. Eight windows per step (four on rows
+ * under eight); as in the forward, a row's last step overlaps the one before, writing the same
+ * values again, and rows under four windows go one window at a time. */
 __kernel void maxpool2_backward(__global float *gx, int gxoff, __global const float *gy, int gyoff,
                                 __global const int *argmax, int NC, int H, int W, int OH, int OW) {
     int r = get_global_id(0);
@@ -132,13 +134,24 @@ __kernel void maxpool2_backward(__global float *gx, int gxoff, __global const fl
     __global const float *gr = gy + gyoff + r * OW;
     __global const int *ar = argmax + r * OW;
     int ow = 0;
-    /* eight windows at a time: two 16-wide input rows per step */
-    const uint16 mix = (uint16)(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-    for (; ow + 8 <= OW; ow += 8) {
-        float8 v = vload8(0, gr + ow), z = (float8)(0.0f);
-        int8 b = vload8(0, ar + ow) - (2 * oh * W + 2 * ow + 2 * (int8)(0, 1, 2, 3, 4, 5, 6, 7));
-        vstore16(shuffle2(select(z, v, b == 0), select(z, v, b == 1), mix), 0, g0 + 2 * ow);
-        vstore16(shuffle2(select(z, v, b == W), select(z, v, b == W + 1), mix), 0, g1 + 2 * ow);
+    if (OW >= 8) { /* two 16-wide input rows per step */
+        const uint16 mix = (uint16)(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+        for (; ow < OW; ow += 8) {
+            int o = min(ow, OW - 8);
+            float8 v = vload8(0, gr + o), z = (float8)(0.0f);
+            int8 b = vload8(0, ar + o) - (2 * oh * W + 2 * o + 2 * (int8)(0, 1, 2, 3, 4, 5, 6, 7));
+            vstore16(shuffle2(select(z, v, b == 0), select(z, v, b == 1), mix), 0, g0 + 2 * o);
+            vstore16(shuffle2(select(z, v, b == W), select(z, v, b == W + 1), mix), 0, g1 + 2 * o);
+        }
+    } else if (OW >= 4) { /* two 8-wide input rows per step */
+        const uint8 mix = (uint8)(0, 4, 1, 5, 2, 6, 3, 7);
+        for (; ow < OW; ow += 4) {
+            int o = min(ow, OW - 4);
+            float4 v = vload4(0, gr + o), z = (float4)(0.0f);
+            int4 b = vload4(0, ar + o) - (2 * oh * W + 2 * o + 2 * (int4)(0, 1, 2, 3));
+            vstore8(shuffle2(select(z, v, b == 0), select(z, v, b == 1), mix), 0, g0 + 2 * o);
+            vstore8(shuffle2(select(z, v, b == W), select(z, v, b == W + 1), mix), 0, g1 + 2 * o);
+        }
     }
     for (; ow < OW; ow++) {
         float v = gr[ow];
