@@ -13,7 +13,8 @@
 #                                      preset (batch 256, 1x28x28), PyTorch eager, fp32 with
 #                                      TF32 off, in NCHW and channels_last; and clcnn's
 #                                      implicit-GEMM convolutions (CLCNN_CONV_ALGO=implicit)
-#                                      against its default im2col + CLBlast.
+#                                      against its default im2col + CLBlast, and both models
+#                                      autotuned (CLCNN_AUTOTUNE=1: gemm-tuned per pass).
 # Results go to stdout and, when $OUT is set, to $OUT/gpu_check.log.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -77,7 +78,8 @@ for b in clblast gpu opencl; do
     CLCNN_BACKEND=$b CLCNN_PROFILE=1 ./build-gpu/bench_train --steps 50 --warmup 5
     CLCNN_BACKEND=$b ./build-gpu/bench_train --steps 200 --warmup 10 | grep clcnn:
 done
-echo "== clcnn seed, autotuned per GEMM shape (clblast, gpu, opencl; CLCNN_AUTOTUNE=1)"
+echo "== clcnn seed, autotuned (CLCNN_AUTOTUNE=1): the GEMM backend per shape, and per"
+echo "   convolution pass the implicit GEMM against im2col (gemm-tuned)"
 CLCNN_AUTOTUNE=1 ./build-gpu/bench_train --steps 5 --warmup 0 | grep clcnn: # tunes
 CLCNN_AUTOTUNE=1 ./build-gpu/bench_train --steps 200 --warmup 10 | grep clcnn:
 cat "$CLCNN_CACHE_DIR"/autotune-*.txt 2>/dev/null
@@ -90,6 +92,10 @@ r=(--model resnet --batch 256 --input 1x28x28)
 echo "== clcnn resnet, batch 256, 1x28x28 (per-kernel profile, then the default backend)"
 CLCNN_PROFILE=kernels ./build-gpu/bench_train "${r[@]}" --steps 20 --warmup 5
 ./build-gpu/bench_train "${r[@]}" --steps 100 --warmup 10 | grep clcnn:
+echo "== clcnn resnet, autotuned (CLCNN_AUTOTUNE=1; the decisions are appended to the file above)"
+CLCNN_AUTOTUNE=1 ./build-gpu/bench_train "${r[@]}" --steps 3 --warmup 0 | grep clcnn: # tunes
+CLCNN_AUTOTUNE=1 ./build-gpu/bench_train "${r[@]}" --steps 100 --warmup 10 | grep clcnn:
+grep '^conv-' "$CLCNN_CACHE_DIR"/autotune-*.txt 2>/dev/null
 echo "== the implicit-GEMM convolutions (CLCNN_CONV_ALGO=implicit) against the default, both models"
 for m in "" "${r[*]}"; do
     # shellcheck disable=SC2086 # $m is a list of options

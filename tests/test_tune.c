@@ -3,7 +3,9 @@
  * kernels that compute the same sums in another order); a second process-like context reuses
  * the file without timing again; a damaged file is read past (bad lines ignored, an unknown
  * candidate re-timed); without autotuning nothing is written; with CLCNN_BACKEND forced the
- * GEMM is not tuned. The file's parsing itself is checked through the tuner's lookup. */
+ * GEMM is not tuned, and with a backend other than cpu (no direct convolutions) each
+ * convolution pass times its implicit GEMM against im2col instead. The file's parsing itself
+ * is checked through the tuner's lookup. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,11 +81,11 @@ static void tune_file(const char *dir, char *path, size_t size) {
 }
 
 /* Counts the file's lines, and those naming decisions of each kind with a valid candidate. */
-static int count_lines(const char *path, int *gemm, int *wgrad, int *bad) {
+static int count_lines(const char *path, int *gemm, int *wgrad, int *conv, int *bad) {
     FILE *f = fopen(path, "r");
     char line[300], key[100], choice[40];
     int n = 0;
-    *gemm = *wgrad = *bad = 0;
+    *gemm = *wgrad = *conv = *bad = 0;
     if (!f) return -1;
     while (fgets(line, sizeof line, f)) {
         n++;
@@ -97,6 +99,9 @@ static int count_lines(const char *path, int *gemm, int *wgrad, int *bad) {
         else if (!strncmp(key, "wgrad-", 6) &&
                  (!strcmp(choice, "lanes") || !strcmp(choice, "rows")))
             (*wgrad)++;
+        else if (!strncmp(key, "conv-", 5) &&
+                 (!strcmp(choice, "implicit") || !strcmp(choice, "im2col")))
+            (*conv)++;
         else
             (*bad)++;
     }
@@ -113,7 +118,7 @@ static void check_close(const char *what, const float *a, const float *b) {
 int main(void) {
     float plain[STEPS], tuned[STEPS], again[STEPS];
     char dir[300], path[600], cmd[400];
-    int gemm, wgrad, bad;
+    int gemm, wgrad, conv, bad;
     snprintf(tmp, sizeof tmp, "%s", "/tmp/clcnn_test_tune.XXXXXX");
     CHECK(mkdtemp(tmp) != NULL);
     const char *backend = getenv("CLCNN_BACKEND");
@@ -128,6 +133,20 @@ int main(void) {
         return 77;
     }
 
+    int cpu_device = 0, groups256 = 0;
+    clcnn_devices *dl = NULL;
+    clcnn_device_info info;
+    int di = -1;
+    if (clcnn_devices_create(&dl, NULL) == CLCNN_SUCCESS &&
+        clcnn_devices_select(dl, -1, -1, &di) == CLCNN_SUCCESS &&
+        clcnn_devices_get(dl, di, &info) == CLCNN_SUCCESS)
+        cpu_device = info.type == CLCNN_DEVICE_CPU, groups256 = info.max_work_group_size >= 256;
+    clcnn_devices_free(dl);
+    /* A forced GEMM backend other than cpu takes no direct convolution: what it tunes is each
+     * convolution pass's implicit GEMM against im2col (conv1 forward and weight gradient, conv2
+     * all three passes), on devices that run the implicit GEMM's 16x16 groups. */
+    int other = forced && strcmp(backend, "cpu") != 0;
+
     /* Untuned: no file. */
     snprintf(dir, sizeof dir, "%s/plain", tmp);
     CHECK(train(dir, 0, plain) == 0);
@@ -139,8 +158,7 @@ int main(void) {
     CHECK(train(dir, 1, tuned) == 0);
     check_close("tuned vs untuned", tuned, plain);
     tune_file(dir, path, sizeof path);
-    /* A forced GEMM backend other than cpu leaves nothing to tune (no direct convolutions). */
-    if (forced && strcmp(backend, "cpu") != 0) {
+    if (other && !groups256) {
         CHECK_MSG(path[0] == '\0', "CLCNN_BACKEND=%s: nothing to tune, yet %s was written", backend,
                   path);
         snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
@@ -148,35 +166,35 @@ int main(void) {
         return test_finish("test_tune");
     }
     CHECK_MSG(path[0] != '\0', "a tuned run wrote no autotune file in %s", dir);
-    int n1 = count_lines(path, &gemm, &wgrad, &bad);
-    printf("tuning file: %d lines, %d GEMM and %d weight-gradient decisions\n", n1, gemm, wgrad);
+    int n1 = count_lines(path, &gemm, &wgrad, &conv, &bad);
+    printf("tuning file: %d lines, %d GEMM, %d weight-gradient and %d convolution decisions\n", n1,
+           gemm, wgrad, conv);
     CHECK_MSG(bad == 0, "%d malformed lines in %s", bad, path);
     if (forced) {
         CHECK_MSG(gemm == 0, "CLCNN_BACKEND=%s, yet %d GEMM shapes were tuned", backend, gemm);
     } else {
         CHECK_MSG(gemm >= 3, "only %d GEMM decisions recorded", gemm);
     }
-    int cpu_device = 0;
-    clcnn_devices *dl = NULL;
-    clcnn_device_info info;
-    int di = -1;
-    if (clcnn_devices_create(&dl, NULL) == CLCNN_SUCCESS &&
-        clcnn_devices_select(dl, -1, -1, &di) == CLCNN_SUCCESS &&
-        clcnn_devices_get(dl, di, &info) == CLCNN_SUCCESS)
-        cpu_device = info.type == CLCNN_DEVICE_CPU;
-    clcnn_devices_free(dl);
+    if (other) {
+        CHECK_MSG(conv == 5 && wgrad == 0,
+                  "CLCNN_BACKEND=%s: %d convolution and %d weight-gradient decisions, want 5 and 0",
+                  backend, conv, wgrad);
+    } else {
+        CHECK_MSG(conv == 0, "%d convolution decisions on the direct path", conv);
+    }
     /* The direct path runs on the cpu backend: the default on CPU devices, or forced. */
-    if (forced || cpu_device) CHECK_MSG(wgrad == 1, "%d weight-gradient decisions, want 1", wgrad);
+    if (!other && (forced || cpu_device))
+        CHECK_MSG(wgrad == 1, "%d weight-gradient decisions, want 1", wgrad);
 
     /* Reuse: a new context reads the file and times nothing again. */
     CHECK(train(dir, 1, again) == 0);
     check_close("second tuned run", again, tuned);
-    int n2 = count_lines(path, &gemm, &wgrad, &bad);
+    int n2 = count_lines(path, &gemm, &wgrad, &conv, &bad);
     CHECK_MSG(n2 == n1, "the second tuned run appended %d lines instead of reusing them", n2 - n1);
 
     /* Damage: garbage, an over-long line, a third word, a candidate that does not exist (that
      * decision is re-timed and appended), a last line without its newline. */
-    if (wgrad > 0) {
+    if (wgrad > 0 || conv > 0) {
         FILE *f = fopen(path, "a");
         CHECK(f != NULL);
         fprintf(f, "\n\x01\x02 garbage\nonly-one-word\nwgrad-1-2-3 rows extra\n");
@@ -184,24 +202,26 @@ int main(void) {
             fputc('x', f);
         fprintf(f, " rows\n");
         fclose(f);
-        /* the first wgrad key, now with a bogus candidate (the later line wins) */
+        /* the first wgrad (or conv) key, now with a bogus candidate (the later line wins) */
         FILE *r = fopen(path, "r");
         char line[300], key[100] = "", choice[40];
         while (r && fgets(line, sizeof line, r))
-            if (sscanf(line, "%99s %39s", key, choice) == 2 && !strncmp(key, "wgrad-", 6)) break;
+            if (sscanf(line, "%99s %39s", key, choice) == 2 &&
+                (!strncmp(key, "wgrad-", 6) || !strncmp(key, "conv-", 5)))
+                break;
         if (r) fclose(r);
         f = fopen(path, "a");
         CHECK(f != NULL);
         fprintf(f, "%s bogus\ngemm-nn-1-2-3 cpu", key);
         fclose(f);
-        int n3 = count_lines(path, &gemm, &wgrad, &bad);
+        int n3 = count_lines(path, &gemm, &wgrad, &conv, &bad);
         CHECK(train(dir, 1, again) == 0);
         check_close("tuned run on a damaged file", again, tuned);
-        int n4 = count_lines(path, &gemm, &wgrad, &bad);
+        int n4 = count_lines(path, &gemm, &wgrad, &conv, &bad);
         CHECK_MSG(n4 == n3 + 1, "damaged file: %d lines appended, expected 1 (the bogus one)",
                   n4 - n3);
     } else {
-        printf("no weight-gradient decision on this device (not the direct path): damage test "
+        printf("no weight-gradient or convolution decision on this device: damage test "
                "limited\n");
     }
 

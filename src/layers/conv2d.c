@@ -485,7 +485,8 @@ static int has(const clcnn_algo *list, int n, clcnn_algo a) {
 /* Forward: direct or direct-lanes (stride 1), implicit (devices that run its 16x16 groups), or
  * im2col. Weight gradient: rows, lanes (stride 1), implicit or im2col. Input gradient: the
  * flipped convolution (stride 1, pad <= K-1) by direct, direct-lanes, im2col or implicit, or
- * col2im. A fused node's backward is fixed: wgrad-rows and flip-direct. */
+ * col2im. With autotuning on, each pass that has an implicit GEMM also has gemm-tuned (that or
+ * its im2col way, timed). A fused node's backward is fixed: wgrad-rows and flip-direct. */
 static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_conv2d_shape g;
@@ -494,12 +495,14 @@ static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, c
         if (n->n_layers == 2) return out[0] = CLCNN_ALGO_DIRECT_POOL, 1;
         if (s1) out[k++] = CLCNN_ALGO_DIRECT, out[k++] = CLCNN_ALGO_DIRECT_LANES;
         if (implicit_ok(ctx)) out[k++] = CLCNN_ALGO_IMPLICIT;
+        if (implicit_ok(ctx) && clcnn_tune_enabled(ctx)) out[k++] = CLCNN_ALGO_GEMM_TUNED;
         out[k++] = CLCNN_ALGO_IM2COL;
     } else if (pass == CLCNN_PASS_WGRAD) {
         if (n->n_layers == 2) return out[0] = CLCNN_ALGO_WGRAD_ROWS, 1;
         if (s1) out[k++] = CLCNN_ALGO_WGRAD_ROWS, out[k++] = CLCNN_ALGO_WGRAD_LANES;
         if (s1 && clcnn_tune_enabled(ctx)) out[k++] = CLCNN_ALGO_WGRAD_TUNED;
         if (implicit_ok(ctx)) out[k++] = CLCNN_ALGO_WGRAD_IMPLICIT;
+        if (implicit_ok(ctx) && clcnn_tune_enabled(ctx)) out[k++] = CLCNN_ALGO_GEMM_TUNED;
         out[k++] = CLCNN_ALGO_IM2COL;
     } else if (n->need_gx) {
         if (n->n_layers == 2) return out[0] = CLCNN_ALGO_FLIP_DIRECT, 1;
@@ -507,6 +510,8 @@ static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, c
             out[k++] = CLCNN_ALGO_FLIP_DIRECT, out[k++] = CLCNN_ALGO_FLIP_LANES,
             out[k++] = CLCNN_ALGO_FLIP_IM2COL;
         if (grad_input_shape(s, &g) && implicit_ok(ctx)) out[k++] = CLCNN_ALGO_FLIP_IMPLICIT;
+        if (grad_input_shape(s, &g) && implicit_ok(ctx) && clcnn_tune_enabled(ctx))
+            out[k++] = CLCNN_ALGO_GEMM_TUNED;
         out[k++] = CLCNN_ALGO_COL2IM;
     }
     return k;
@@ -520,7 +525,10 @@ static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, c
  * above (or the autotuner times both); the input gradient is the flipped convolution, by
  * flip-lanes where the lanes tiles suit its shape, else by the forward's kind, where the shape
  * allows one, else col2im. CLCNN_CONV_ALGO=implicit takes the implicit GEMMs for all three
- * passes where the device runs them (no rule picks them until they are measured on a GPU). */
+ * passes where the device runs them. Off the direct path with autotuning on (a GPU, or a forced
+ * GEMM backend other than cpu), each pass takes gemm-tuned where the device runs the implicit
+ * GEMMs: the first step times them against im2col + the GEMM backend per shape and keeps the
+ * faster; without tuning no rule picks them (not yet measured faster on any GPU). */
 static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *f) {
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_conv2d_shape g;
@@ -537,15 +545,20 @@ static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_
                  (ctx->conv_algo == CLCNN_CONV_ALGO_DEFAULT &&
                   clcnn_gemm_kind(ctx) == CLCNN_GEMM_CPU && !tiny);
     direct = direct && has(a, na, CLCNN_ALGO_DIRECT);
+    int tuned = !implicit && !direct && ctx->conv_algo == CLCNN_CONV_ALGO_DEFAULT &&
+                has(a, na, CLCNN_ALGO_GEMM_TUNED);
     clcnn_algo fwd = implicit  ? CLCNN_ALGO_IMPLICIT
+                     : tuned   ? CLCNN_ALGO_GEMM_TUNED
                      : !direct ? CLCNN_ALGO_IM2COL
                      : lanes   ? CLCNN_ALGO_DIRECT_LANES
                                : CLCNN_ALGO_DIRECT;
     if (f && has(a, na, f->algo[CLCNN_PASS_FORWARD])) fwd = f->algo[CLCNN_PASS_FORWARD];
     n->algo[CLCNN_PASS_FORWARD] = fwd;
     implicit = fwd == CLCNN_ALGO_IMPLICIT;
-    direct = fwd != CLCNN_ALGO_IM2COL && !implicit;
+    tuned = fwd == CLCNN_ALGO_GEMM_TUNED;
+    direct = fwd != CLCNN_ALGO_IM2COL && !implicit && !tuned;
     n->algo[CLCNN_PASS_WGRAD] = implicit                     ? CLCNN_ALGO_WGRAD_IMPLICIT
+                                : tuned                      ? CLCNN_ALGO_GEMM_TUNED
                                 : !direct                    ? CLCNN_ALGO_IM2COL
                                 : clcnn_tune_enabled(ctx)    ? CLCNN_ALGO_WGRAD_TUNED
                                 : taps < WGRAD_ROWS_MIN_TAPS ? CLCNN_ALGO_WGRAD_LANES
@@ -555,9 +568,11 @@ static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_
     na = conv_algos(ctx, n, CLCNN_PASS_DGRAD, a);
     int glanes = grad_input_shape(s, &g) && pick_bcast(&g, 1) != BCAST_NONE;
     int gimplicit = implicit && has(a, na, CLCNN_ALGO_FLIP_IMPLICIT);
+    int gtuned = tuned && has(a, na, CLCNN_ALGO_GEMM_TUNED);
     n->algo[CLCNN_PASS_DGRAD] = na == 0                               ? CLCNN_ALGO_NONE
                                 : !has(a, na, CLCNN_ALGO_FLIP_DIRECT) ? CLCNN_ALGO_COL2IM
                                 : gimplicit                           ? CLCNN_ALGO_FLIP_IMPLICIT
+                                : gtuned                              ? CLCNN_ALGO_GEMM_TUNED
                                 : !direct                             ? CLCNN_ALGO_FLIP_IM2COL
                                 : glanes                              ? CLCNN_ALGO_FLIP_LANES
                                                                       : CLCNN_ALGO_FLIP_DIRECT;
@@ -606,13 +621,14 @@ static void conv_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
         grow(&ws->xpad, direct_scratch(&g, N));
     }
     if ((dg == CLCNN_ALGO_FLIP_DIRECT || dg == CLCNN_ALGO_FLIP_IM2COL ||
-         dg == CLCNN_ALGO_FLIP_IMPLICIT) &&
+         dg == CLCNN_ALGO_FLIP_IMPLICIT || dg == CLCNN_ALGO_GEMM_TUNED) &&
         grad_input_shape(s, &g)) {
         grow(&ws->wflip, (size_t)s->OC * s->C * s->K * s->K);
         if (dg == CLCNN_ALGO_FLIP_DIRECT) grow(&ws->xpad, direct_scratch(&g, N));
-        if (dg == CLCNN_ALGO_FLIP_IM2COL) grow_im2col(&g, plan_chunk(&g, N), ws);
+        if (dg == CLCNN_ALGO_FLIP_IM2COL || dg == CLCNN_ALGO_GEMM_TUNED)
+            grow_im2col(&g, plan_chunk(&g, N), ws);
     }
-    if (wg == CLCNN_ALGO_WGRAD_IMPLICIT) {
+    if (wg == CLCNN_ALGO_WGRAD_IMPLICIT || wg == CLCNN_ALGO_GEMM_TUNED) {
         long per;
         int S = implicit_slices(ctx, s, N, &per);
         if (S > 1) grow(&ws->col, (size_t)S * s->OC * s->C * s->K * s->K);
@@ -624,7 +640,9 @@ static void conv_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
     }
     if (fwd == CLCNN_ALGO_DIRECT_POOL && n->need_gx) ws->pre = (size_t)N * s->OC * s->OH * s->OW;
     if (fwd == CLCNN_ALGO_DIRECT_POOL) ws->aux = (size_t)N * n->y.c * n->y.h * n->y.w;
-    if (fwd != CLCNN_ALGO_IM2COL && wg != CLCNN_ALGO_IM2COL && dg != CLCNN_ALGO_COL2IM) return;
+    if (fwd != CLCNN_ALGO_IM2COL && fwd != CLCNN_ALGO_GEMM_TUNED && wg != CLCNN_ALGO_IM2COL &&
+        wg != CLCNN_ALGO_GEMM_TUNED && dg != CLCNN_ALGO_COL2IM)
+        return;
     size_t per_col, per_rows, chunk = plan_chunk(s, N);
     per_image(s, &per_col, &per_rows);
     if (fwd == CLCNN_ALGO_IM2COL && (size_t)N * per_col <= KEEP_FLOATS) {
@@ -668,6 +686,47 @@ static clcnn_status forward_im2col(const clcnn_io *io, const clcnn_conv2d_shape 
     return CLCNN_SUCCESS;
 }
 
+static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_mem gy,
+                                    clcnn_algo a);
+static clcnn_status backward_im2col(const clcnn_node *n, const clcnn_io *io, int do_w, int do_x);
+
+/* gemm-tuned: pass `pass` of node n by its implicit GEMM (candidate 0) or its im2col way (1). */
+typedef struct gemm_tuned_args {
+    const clcnn_node *n;
+    const clcnn_io *io;
+    int pass;
+} gemm_tuned_args;
+
+static clcnn_status gemm_tuned_run(clcnn_context *ctx, int c, void *arg) {
+    const gemm_tuned_args *t = arg;
+    const clcnn_io *io = t->io;
+    const clcnn_conv2d_shape *s = &t->n->conv;
+    int boff = io->boff < 0 ? 0 : io->boff;
+    if (t->pass == CLCNN_PASS_FORWARD)
+        return c == 0 ? conv_implicit(ctx, s, io->y, io->x[0], io->params, io->woff, boff, io->N)
+                      : forward_im2col(io, s, io->y, io->x[0], io->params, io->woff, boff, NULL);
+    if (t->pass == CLCNN_PASS_WGRAD)
+        return c == 0 ? wgrad_implicit(io, s) : backward_im2col(t->n, io, 1, 0);
+    return input_grad_conv(t->n, io, io->gy,
+                           c == 0 ? CLCNN_ALGO_FLIP_IMPLICIT : CLCNN_ALGO_FLIP_IM2COL);
+}
+
+/* Runs pass `pass` of n by the candidate the autotuner keeps for its shape and batch (timing
+ * both the first time); im2col, the untuned rule's way, when tuning is off (a forced plan). */
+static clcnn_status gemm_tuned(const clcnn_node *n, const clcnn_io *io, int pass) {
+    static const char *const names[2] = {"implicit", "im2col"};
+    static const char *const passes[3] = {"fwd", "wgrad", "dgrad"};
+    const clcnn_conv2d_shape *s = &n->conv;
+    gemm_tuned_args t = {n, io, pass};
+    clcnn_status st = CLCNN_SUCCESS;
+    char key[96];
+    snprintf(key, sizeof key, "conv-%s-%d-%d-%d-%d-%d-%d-%d-%d", passes[pass], s->C, s->H, s->W,
+             s->OC, s->K, s->stride, s->pad, io->N);
+    int c = clcnn_tune_choose(io->ctx, key, names, 2, gemm_tuned_run, &t, &st);
+    if (st) return st;
+    return gemm_tuned_run(io->ctx, c < 0 ? 1 : c, &t);
+}
+
 static clcnn_status conv_forward(const clcnn_node *n, const clcnn_io *io) {
     const clcnn_conv2d_shape *s = &n->conv;
     int boff = io->boff < 0 ? 0 : io->boff;
@@ -686,19 +745,22 @@ static clcnn_status conv_forward(const clcnn_node *n, const clcnn_io *io) {
     }
     case CLCNN_ALGO_IMPLICIT:
         return conv_implicit(io->ctx, s, io->y, io->x[0], io->params, io->woff, boff, io->N);
+    case CLCNN_ALGO_GEMM_TUNED: return gemm_tuned(n, io, CLCNN_PASS_FORWARD);
     default:
         return forward_im2col(io, s, io->y, io->x[0], io->params, io->woff, boff, io->keep_col);
     }
 }
 
-/* The stride-1 input gradient as a convolution of gy with the flipped weights. */
-static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_mem gy) {
+/* The stride-1 input gradient as a convolution of gy with the flipped weights, by algorithm a
+ * (flip-direct, -lanes, -im2col or -implicit). */
+static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_mem gy,
+                                    clcnn_algo a) {
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_context *ctx = io->ctx;
     clcnn_conv2d_shape g;
     clcnn_status st;
     CLCNN_ASSERT(grad_input_shape(s, &g));
-    if (n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_LANES) {
+    if (a == CLCNN_ALGO_FLIP_LANES) {
         /* pad gy, then the flipped weights go straight into lanes layout */
         st = conv_direct(ctx, io->xpad, 0, &g, NULL, gy, NULL, 0, 0, io->N, NULL);
         if (st) return st;
@@ -714,9 +776,9 @@ static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_
     CLCNN_ARG(&f, s->C);
     CLCNN_ARG(&f, s->K);
     if ((st = clcnn_launch1d(ctx, flip, &f, (size_t)s->OC * s->C))) return st;
-    if (n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_DIRECT)
+    if (a == CLCNN_ALGO_FLIP_DIRECT)
         return conv_direct(ctx, io->xpad, 0, &g, io->gx[0], gy, io->wflip, 0, 0, io->N, NULL);
-    if (n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_IMPLICIT)
+    if (a == CLCNN_ALGO_FLIP_IMPLICIT)
         return conv_implicit(ctx, &g, io->gx[0], gy, io->wflip, 0, 0, io->N);
     return forward_im2col(io, &g, io->gx[0], gy, io->wflip, 0, 0, NULL);
 }
@@ -832,7 +894,7 @@ static clcnn_status backward_pooled(const clcnn_node *n, const clcnn_io *io) {
     size_t blocks = (size_t)N * (size_t)((s->OH + 1) / 2) * (size_t)(plan.ocp / 16);
     if ((st = clcnn_launch1d(ctx, ex, &e, blocks))) return st;
     if ((st = wgrad_direct(n, io, pre, 1))) return st;
-    return nchw ? input_grad_conv(n, io, pre) : CLCNN_SUCCESS;
+    return nchw ? input_grad_conv(n, io, pre, n->algo[CLCNN_PASS_DGRAD]) : CLCNN_SUCCESS;
 }
 
 /* gw, gb and gx (when wanted) from gy (N, OC, OH, OW), each by the plan's algorithm. */
@@ -846,13 +908,15 @@ static clcnn_status conv_backward(const clcnn_node *n, const clcnn_io *io) {
         return st;
     if (is_wgrad_direct(wg) && (st = wgrad_direct(n, io, io->gy, 0))) return st;
     if (wg == CLCNN_ALGO_WGRAD_IMPLICIT && (st = wgrad_implicit(io, s))) return st;
+    if (wg == CLCNN_ALGO_GEMM_TUNED && (st = gemm_tuned(n, io, CLCNN_PASS_WGRAD))) return st;
     if (wg == CLCNN_ALGO_IM2COL || dg == CLCNN_ALGO_COL2IM) {
         st = backward_im2col(n, io, wg == CLCNN_ALGO_IM2COL, dg == CLCNN_ALGO_COL2IM);
         if (st) return st;
     }
+    if (dg == CLCNN_ALGO_GEMM_TUNED) return gemm_tuned(n, io, CLCNN_PASS_DGRAD);
     if (dg == CLCNN_ALGO_FLIP_DIRECT || dg == CLCNN_ALGO_FLIP_LANES ||
         dg == CLCNN_ALGO_FLIP_IM2COL || dg == CLCNN_ALGO_FLIP_IMPLICIT)
-        return input_grad_conv(n, io, io->gy);
+        return input_grad_conv(n, io, io->gy, dg);
     return CLCNN_SUCCESS;
 }
 

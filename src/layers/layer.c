@@ -43,6 +43,7 @@ const char *clcnn_algo_name(clcnn_algo a) {
         [CLCNN_ALGO_IMPLICIT] = "implicit",
         [CLCNN_ALGO_FLIP_IMPLICIT] = "flip-implicit",
         [CLCNN_ALGO_WGRAD_IMPLICIT] = "wgrad-implicit",
+        [CLCNN_ALGO_GEMM_TUNED] = "gemm-tuned",
     };
     return (int)a >= 0 && a < CLCNN_ALGO_COUNT && names[a] ? names[a] : "?";
 }

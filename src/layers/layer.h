@@ -36,6 +36,9 @@ typedef enum clcnn_algo {
     CLCNN_ALGO_IMPLICIT,       /* implicit GEMM (GPU-shaped): the image gathered in local memory */
     CLCNN_ALGO_FLIP_IMPLICIT,  /* input gradient: the flipped convolution by implicit GEMM */
     CLCNN_ALGO_WGRAD_IMPLICIT, /* weight gradient: implicit GEMM, split over the batch's pixels */
+    CLCNN_ALGO_GEMM_TUNED,     /* any pass: its implicit GEMM or its im2col way (im2col, or
+                                  flip-im2col for the input gradient), whichever the autotuner
+                                  times faster */
     CLCNN_ALGO_COUNT
 } clcnn_algo;
 
