@@ -466,19 +466,37 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_rows(
 /* The backward of a convolution whose output went through a fused MaxPool2d(2), from the
  * pooled gradient gp (N, OC, PH, PW) and the pool's argmax: the gradient at the convolution's
  * output, written as pixel rows gyt[(n*OHW + p)*OCp + oc] for conv_wgrad_rows (channels past
- * OC are zeros) and, when nchw != 0, also in NCHW (gy) for the input-gradient convolution.
+ * OC are zeros) and, when nchw != 0, also in NCHW zero-padded by `pad` (gy: N, OC, OH + 2*pad,
+ * OW + 2*pad, then `slack` zeros, as pad_input leaves it) for the input-gradient convolution.
  * It is gp at each window's argmax and zero elsewhere, including an odd last row or column
  * that no window covers. One work-item per pair of output rows and 16 channels: per window,
  * sixteen channels' values and argmaxes, then each of its four pixels' 16 channels as one
- * vector store. global = N * ceil(OH/2) * OCp/16. */
-__kernel void pool2_grad_to_rows(__global float *gyt, __global float *gy, int nchw,
-                                 __global const float *gp, int gpoff, __global const int *argmax,
-                                 int N, int OC, int OCp, int OH, int OW) {
+ * vector store; with nchw it also zeroes its channels' padding beside its rows (and above the
+ * first, below the last), the very last work-item the slack. global = N * ceil(OH/2) * OCp/16. */
+__kernel void pool2_grad_to_rows(__global float *gyt, __global float *gy, int nchw, int pad,
+                                 int slack, __global const float *gp, int gpoff,
+                                 __global const int *argmax, int N, int OC, int OCp, int OH,
+                                 int OW) {
     int PH = OH / 2, PW = OW / 2, BH = (OH + 1) / 2, BW = (OW + 1) / 2, chunks = OCp / 16;
     int r = get_global_id(0);
     if (r >= N * BH * chunks) return;
     int oc0 = (r % chunks) * 16, bh = (r / chunks) % BH, n = r / (chunks * BH);
     int oh = 2 * bh, down = oh + 1 < OH, PHW = PH * PW;
+    int Hp = OH + 2 * pad, Wp = OW + 2 * pad;
+    if (nchw && r == N * BH * chunks - 1)
+        for (int i = 0; i < slack; i++) gy[(long)N * OC * Hp * Wp + i] = 0.0f;
+    if (nchw && pad > 0)
+        for (int l = 0; l < 16 && oc0 + l < OC; l++) {
+            /* this pair's padded rows (those above the first pair, below the last, included):
+             * the pad columns of its own rows, whole rows outside the image */
+            __global float *plane = gy + (long)(n * OC + oc0 + l) * Hp * Wp;
+            int h0 = bh == 0 ? 0 : oh + pad, h1 = bh == BH - 1 ? Hp : oh + pad + 1 + down;
+            for (int h = h0; h < h1; h++) {
+                int inside = h >= pad && h < pad + OH;
+                for (int w = 0; w < Wp; w++)
+                    if (!inside || w < pad || w >= pad + OW) plane[h * Wp + w] = 0.0f;
+            }
+        }
     /* per lane: its channel's pooled plane (clamped past OC: those lanes are zeroed) */
     __global const float *gpl = gp + gpoff + (long)n * OC * PHW + bh * PW;
     __global const int *aml = argmax + (long)n * OC * PHW + bh * PW;
@@ -509,11 +527,11 @@ __kernel void pool2_grad_to_rows(__global float *gyt, __global float *gy, int nc
         vstore16(v00, 0, a00), vstore16(v01, 0, a01), vstore16(v10, 0, a10);
         vstore16(v11, 0, a11);
         for (int l = 0; l < 16 && oc0 + l < OC; l++) {
-            __global float *g = gy + ((long)(n * OC + oc0 + l) * OH + oh) * OW + ow;
+            __global float *g = gy + ((long)(n * OC + oc0 + l) * Hp + oh + pad) * Wp + ow + pad;
             g[0] = a00[l];
             if (right) g[1] = a01[l];
-            if (down) g[OW] = a10[l];
-            if (right && down) g[OW + 1] = a11[l];
+            if (down) g[Wp] = a10[l];
+            if (right && down) g[Wp + 1] = a11[l];
         }
     }
 }

@@ -638,7 +638,6 @@ static void conv_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
         grow(&ws->rows, p.rows);
         grow(&ws->col, p.part);
     }
-    if (fwd == CLCNN_ALGO_DIRECT_POOL && n->need_gx) ws->pre = (size_t)N * s->OC * s->OH * s->OW;
     if (fwd == CLCNN_ALGO_DIRECT_POOL) ws->aux = (size_t)N * n->y.c * n->y.h * n->y.w;
     if (fwd != CLCNN_ALGO_IM2COL && fwd != CLCNN_ALGO_GEMM_TUNED && wg != CLCNN_ALGO_IM2COL &&
         wg != CLCNN_ALGO_GEMM_TUNED && dg != CLCNN_ALGO_COL2IM)
@@ -752,17 +751,20 @@ static clcnn_status conv_forward(const clcnn_node *n, const clcnn_io *io) {
 }
 
 /* The stride-1 input gradient as a convolution of gy with the flipped weights, by algorithm a
- * (flip-direct, -lanes, -im2col or -implicit). */
+ * (flip-direct, -lanes, -im2col or -implicit). gy NULL: io->xpad already holds it padded
+ * (flip-direct and flip-lanes only). */
 static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_mem gy,
                                     clcnn_algo a) {
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_context *ctx = io->ctx;
     clcnn_conv2d_shape g;
     clcnn_status st;
+    int padded = gy == NULL;
     CLCNN_ASSERT(grad_input_shape(s, &g));
+    CLCNN_ASSERT(!padded || a == CLCNN_ALGO_FLIP_LANES || a == CLCNN_ALGO_FLIP_DIRECT);
     if (a == CLCNN_ALGO_FLIP_LANES) {
         /* pad gy, then the flipped weights go straight into lanes layout */
-        st = conv_direct(ctx, io->xpad, 0, &g, NULL, gy, NULL, 0, 0, io->N, NULL);
+        st = conv_direct(ctx, io->xpad, padded, &g, NULL, gy, NULL, 0, 0, io->N, NULL);
         if (st) return st;
         return conv_bcast(ctx, io->xpad, &g, io->gx[0], io->params, io->woff, 0, 1, io->wflip,
                           io->N);
@@ -777,7 +779,7 @@ static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_
     CLCNN_ARG(&f, s->K);
     if ((st = clcnn_launch1d(ctx, flip, &f, (size_t)s->OC * s->C))) return st;
     if (a == CLCNN_ALGO_FLIP_DIRECT)
-        return conv_direct(ctx, io->xpad, 0, &g, io->gx[0], gy, io->wflip, 0, 0, io->N, NULL);
+        return conv_direct(ctx, io->xpad, padded, &g, io->gx[0], gy, io->wflip, 0, 0, io->N, NULL);
     if (a == CLCNN_ALGO_FLIP_IMPLICIT)
         return conv_implicit(ctx, &g, io->gx[0], gy, io->wflip, 0, 0, io->N);
     return forward_im2col(io, &g, io->gx[0], gy, io->wflip, 0, 0, NULL);
@@ -867,7 +869,8 @@ static clcnn_status wgrad_direct(const clcnn_node *n, const clcnn_io *io, cl_mem
 /* The backward of a convolution and the MaxPool2d(2) fused into its forward, from the pooled
  * gradient gy (N, OC, OH/2, OW/2) and the pool's argmax, without the pool's own backward: the
  * gradient at the convolution's output goes straight into the pixel rows of the row-GEMM
- * weight gradient, and into `pre` (N, OC, OH, OW) only when gx is wanted. */
+ * weight gradient and, only when gx is wanted, into io->xpad padded as the flipped
+ * convolution reads it (no pad_input pass of its own). */
 static clcnn_status backward_pooled(const clcnn_node *n, const clcnn_io *io) {
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_context *ctx = io->ctx;
@@ -878,11 +881,19 @@ static clcnn_status backward_pooled(const clcnn_node *n, const clcnn_io *io) {
     if (s->bias && (st = clcnn_bias_grad(ctx, io->grads, io->boff, io->gy, 0, N, s->OC, phw)))
         return st;
     clcnn_kern *ex = clcnn_kernel(ctx, CLCNN_K_pool2_grad_to_rows);
-    cl_mem pre = nchw ? io->pre : io->rows; /* a valid buffer the kernel leaves alone */
+    clcnn_conv2d_shape g = {0};
+    int pad = 0, slack = 0;
+    if (nchw) {
+        CLCNN_ASSERT(grad_input_shape(s, &g));
+        pad = g.pad, slack = (int)pad_slack((size_t)(g.W + 2 * g.pad));
+    }
+    cl_mem gyp = nchw ? io->xpad : io->rows; /* a valid buffer the kernel leaves alone */
     clcnn_args e = {ex->k, 0, CL_SUCCESS};
     CLCNN_ARG(&e, io->rows);
-    CLCNN_ARG(&e, pre);
+    CLCNN_ARG(&e, gyp);
     CLCNN_ARG(&e, nchw);
+    CLCNN_ARG(&e, pad);
+    CLCNN_ARG(&e, slack);
     CLCNN_ARG(&e, io->gy);
     CLCNN_ARG(&e, zero);
     CLCNN_ARG(&e, io->aux);
@@ -893,8 +904,10 @@ static clcnn_status backward_pooled(const clcnn_node *n, const clcnn_io *io) {
     CLCNN_ARG(&e, s->OW);
     size_t blocks = (size_t)N * (size_t)((s->OH + 1) / 2) * (size_t)(plan.ocp / 16);
     if ((st = clcnn_launch1d(ctx, ex, &e, blocks))) return st;
-    if ((st = wgrad_direct(n, io, pre, 1))) return st;
-    return nchw ? input_grad_conv(n, io, pre, n->algo[CLCNN_PASS_DGRAD]) : CLCNN_SUCCESS;
+    /* the rows are ready (wgrad-rows reads no gy) and x is kept padded (io->xpad untouched) */
+    CLCNN_ASSERT(io->keep_pad != NULL);
+    if ((st = wgrad_direct(n, io, NULL, 1))) return st;
+    return nchw ? input_grad_conv(n, io, NULL, n->algo[CLCNN_PASS_DGRAD]) : CLCNN_SUCCESS;
 }
 
 /* gw, gb and gx (when wanted) from gy (N, OC, OH, OW), each by the plan's algorithm. */
