@@ -147,7 +147,6 @@ static void release_batch(clcnn_model *m) {
         release(&m->bufs[i].aux);
         release(&m->bufs[i].keep_col);
         release(&m->bufs[i].keep_pad);
-        release(&m->bufs[i].pre);
     }
     free(m->act);
     free(m->gact);
@@ -237,8 +236,6 @@ static clcnn_status size_batch(clcnn_model *m, int n, clcnn_node_bufs *bufs, clc
         if ((st = check_elements(m, w->keep_col, n, what))) return st;
         snprintf(what, sizeof what, "the padded input of layer %d (%s)", N->layer, kind);
         if ((st = check_elements(m, w->keep_pad, n, what))) return st;
-        snprintf(what, sizeof what, "the output of layer %d (%s)", N->layer, kind);
-        if ((st = check_elements(m, w->pre, n, what))) return st;
     }
     if ((st = check_elements(m, shared->col, n, "the im2col workspace"))) return st;
     if ((st = check_elements(m, shared->rows, n, "the GEMM workspace"))) return st;
@@ -279,10 +276,8 @@ static clcnn_status alloc_node(clcnn_model *m, int i, int n) {
     if ((st = alloc_named(m, &b->keep_pad, b->ws.keep_pad, 4, "the padded input of layer %d",
                           N->layer)))
         return st;
-    if ((st = alloc_named(m, &b->keep_col, b->ws.keep_col, 4, "the im2col matrix of layer %d",
-                          N->layer)))
-        return st;
-    return alloc_named(m, &b->pre, b->ws.pre, 4, "the output gradient of layer %d", N->layer);
+    return alloc_named(m, &b->keep_col, b->ws.keep_col, 4, "the im2col matrix of layer %d",
+                       N->layer);
 }
 
 /* The shared scratch and the per-sample label, loss and hit buffers. */
@@ -374,7 +369,7 @@ static clcnn_io node_io(const clcnn_model *m, int i, int n, int training) {
     for (int s = 0; s < N->n_in; s++)
         io.x[s] = m->act[N->in[s] + 1];
     io.y = m->act[i + 1], io.gy = m->gact[i + 1];
-    io.aux = b->aux, io.keep_col = b->keep_col, io.keep_pad = b->keep_pad, io.pre = b->pre;
+    io.aux = b->aux, io.keep_col = b->keep_col, io.keep_pad = b->keep_pad;
     io.ws = m->shared;
     io.N = n;
     io.training = training;

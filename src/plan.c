@@ -175,8 +175,8 @@ clcnn_status clcnn_plan_build(clcnn_model *m, const clcnn_layer_desc *descs, int
 
 /* Bytes a node's buffers take for a batch: its own and its share of the scratch. */
 static double node_bytes(const clcnn_node_ws *w) {
-    return 4.0 * (double)(w->col + w->rows + w->xpad + w->wflip + w->keep_col + w->keep_pad +
-                          w->aux + w->pre);
+    return 4.0 *
+           (double)(w->col + w->rows + w->xpad + w->wflip + w->keep_col + w->keep_pad + w->aux);
 }
 
 size_t clcnn_plan_format(const clcnn_model *m, int N, char *buf, size_t size) {

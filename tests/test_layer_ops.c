@@ -221,7 +221,7 @@ typedef struct lo_host {
 
 /* The device buffers of one run. */
 typedef struct lo_dev {
-    cl_mem x, y, gy, gx, p, g, aux, keep_col, keep_pad, pre, col, rows, xpad, wflip, stats;
+    cl_mem x, y, gy, gx, p, g, aux, keep_col, keep_pad, col, rows, xpad, wflip, stats;
 } lo_dev;
 
 /* What one run found: the first failure, for its line. */
@@ -468,9 +468,8 @@ static cl_mem dev_buf(clcnn_context *ctx, size_t n, size_t size, const void *src
 }
 
 static void dev_free(lo_dev *d) {
-    cl_mem *all[] = {&d->x,   &d->y,    &d->gy,       &d->gx,       &d->p,
-                     &d->g,   &d->aux,  &d->keep_col, &d->keep_pad, &d->pre,
-                     &d->col, &d->rows, &d->xpad,     &d->wflip,    &d->stats};
+    cl_mem *all[] = {&d->x,        &d->y,        &d->gy,  &d->gx,   &d->p,    &d->g,     &d->aux,
+                     &d->keep_col, &d->keep_pad, &d->col, &d->rows, &d->xpad, &d->wflip, &d->stats};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (*all[i]) clReleaseMemObject(*all[i]), *all[i] = NULL;
 }
@@ -490,7 +489,6 @@ static void dev_alloc(clcnn_context *ctx, const lo_host *h, const lo_case *c, co
     d->aux = dev_buf(ctx, ws->aux, sizeof(int), NULL, r);
     d->keep_col = dev_buf(ctx, ws->keep_col, 4, NULL, r);
     d->keep_pad = dev_buf(ctx, ws->keep_pad, 4, NULL, r);
-    d->pre = dev_buf(ctx, ws->pre, 4, NULL, r);
     d->col = dev_buf(ctx, ws->col ? ws->col : 1, 4, NULL, r);
     d->rows = dev_buf(ctx, ws->rows ? ws->rows : 1, 4, NULL, r);
     d->xpad = dev_buf(ctx, ws->xpad, 4, NULL, r);
@@ -527,7 +525,7 @@ static clcnn_io io_of(clcnn_context *ctx, const lo_host *h, const lo_case *c, co
     if (n->n_params > 0) io.woff = (int)h->par[n->param0].off;
     if (n->n_params > 1) io.boff = (int)h->par[n->param0 + 1].off;
     io.x[0] = d->x, io.gx[0] = d->gx, io.y = d->y, io.gy = d->gy;
-    io.aux = d->aux, io.keep_col = d->keep_col, io.keep_pad = d->keep_pad, io.pre = d->pre;
+    io.aux = d->aux, io.keep_col = d->keep_col, io.keep_pad = d->keep_pad;
     io.ws = *use;
     io.N = N;
     io.training = !c->eval;

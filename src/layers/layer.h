@@ -95,7 +95,6 @@ typedef struct clcnn_node_ws {
     size_t col, rows, xpad, wflip; /* shared scratch */
     size_t keep_col, keep_pad;     /* kept from the forward for the backward */
     size_t aux;                    /* ints: a pool's argmax */
-    size_t pre;                    /* a fused node's inner output gradient (conv before pool) */
 } clcnn_node_ws;
 
 struct clcnn_layer_ops;
@@ -129,7 +128,7 @@ typedef struct clcnn_io {
     int woff, boff;
     cl_mem x[2], gx[2]; /* gx[i] NULL: that input's gradient is not needed */
     cl_mem y, gy;
-    cl_mem aux, keep_col, keep_pad, pre;
+    cl_mem aux, keep_col, keep_pad;
     clcnn_node_ws ws; /* what was allocated for this batch */
     int N;
     int training; /* 1: a training step; 0: evaluation or prediction (PyTorch's model.eval()) */
