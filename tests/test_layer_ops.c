@@ -73,6 +73,9 @@ static const lo_case cases[] = {
     {"conv(9,3,pad=1)", 3, 6, 8, 2, 1, IN_RANDOM, 0, 0},
     {"conv(12,3,pad=1)", 5, 7, 7, 3, 1, IN_RANDOM, 0, 0},  /* 7 wide: 8-lane rows, 1 unstored */
     {"conv(20,3,pad=1)", 4, 5, 27, 2, 1, IN_RANDOM, 0, 0}, /* 27 wide: 1 x 28 lanes tiles */
+    {"conv(20,3,pad=1)", 3, 2, 28, 2, 1, IN_RANDOM, 0, 0}, /* whole 1 x 28 tiles, 4 channels over */
+    {"conv(17,3,pad=1)", 3, 4, 14, 2, 1, IN_RANDOM, 0, 0}, /* whole 2 x 14 tiles, 1 channel over */
+    {"conv(16,3,pad=1)", 2, 8, 7, 2, 1, IN_RANDOM, 0, 0},  /* whole 4 x 7 tiles */
     {"conv(20,5,pad=2)", 8, 9, 10, 2, 1, IN_RANDOM, 0, 0}, /* 200 taps: row-GEMM weight grad */
     {"conv(40,5,pad=2,bias=0)", 6, 8, 8, 3, 1, IN_RANDOM, 0, 0},    /* two 32-channel tiles */
     {"conv(33,5,pad=2)", 6, 40, 40, 3, 1, IN_RANDOM, 0, 0},         /* row GEMM in 3 batch slices */
