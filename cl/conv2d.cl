@@ -617,42 +617,46 @@ CONV_BCAST(conv_bcast_s1_3x3, 2, 3, 3)
 /* Implicit-GEMM convolution shaped for GPUs: y[n, oc, q] = b[oc] + sum over k = (c, kh, kw) of
  * w[oc, k] * x[n, c, oh*stride - pad + kh, ow*stride - pad + kw] (0 outside the image), as the
  * GEMM of the weights (OC x CKK) and the im2col matrix (CKK x N*OHW) without building it: each
- * 16 x 16 work-group computes 64 output channels x 64 output pixels of the batch, each
- * work-item a 4 x 4 block in registers (channels i0 + 16*r, pixels j0 + 16*c, so neighbouring
- * work-items touch neighbouring pixels); K goes in steps of 16, the group staging 64 x 16
- * weights and a 16 x 64 panel gathered straight from the image in local memory (four elements
+ * G x G work-group computes T = 4G output channels x T output pixels of the batch, each
+ * work-item a 4 x 4 block in registers (channels i0 + G*r, pixels j0 + G*c, so neighbouring
+ * work-items touch neighbouring pixels); K goes in steps of 16, the group staging T x 16
+ * weights and a 16 x T panel gathered straight from the image in local memory (64/G elements
  * of each per work-item), as gemm_tiled does. Any stride and padding; every load and store is
- * guarded. Indices into x and y are long (tensors past 2^31 elements).
- * global = (ceil(N*OHW/64)*16, ceil(OC/64)*16), local = (16, 16). */
-#define IG_TILE 64
+ * guarded. Indices into x and y are long (tensors past 2^31 elements). Two sizes, from the
+ * device's limits (src/layers/conv2d.c): conv_implicit (G = 16, T = 64) and conv_implicit_32
+ * (G = 8, T = 32: a quarter of the work-group, for devices or shapes too small for 64).
+ * global = (ceil(N*OHW/T)*G, ceil(OC/T)*G), local = (G, G). */
 #define IG_K 16
-/* Once both panels are staged: 16 rank-1 updates of the work-item's 4 x 4 block from local
- * memory, between the barriers that guard the panels. */
-#define IG_UPDATE(acc, As, Bs)                                                                     \
+/* Once both panels (row stride T + 1) are staged: 16 rank-1 updates of the work-item's 4 x 4
+ * block from local memory, between the barriers that guard the panels. */
+#define IG_UPDATE(acc, As, Bs, G)                                                                  \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
     for (int kk = 0; kk < IG_K; kk++) {                                                            \
         float a[4], b[4];                                                                          \
-        for (int r = 0; r < 4; r++) a[r] = As[kk][ty + 16 * r];                                    \
-        for (int c = 0; c < 4; c++) b[c] = Bs[kk][tx + 16 * c];                                    \
+        for (int r = 0; r < 4; r++) a[r] = As[kk * (4 * G + 1) + ty + G * r];                      \
+        for (int c = 0; c < 4; c++) b[c] = Bs[kk * (4 * G + 1) + tx + G * c];                      \
         for (int r = 0; r < 4; r++)                                                                \
             for (int c = 0; c < 4; c++) acc[r][c] = fma(a[r], b[c], acc[r][c]);                    \
     }                                                                                              \
     barrier(CLK_LOCAL_MEM_FENCE);
-__kernel __attribute__((reqd_work_group_size(16, 16, 1))) void conv_implicit(
-    __global float *y, __global const float *x, __global const float *p, int woff, int boff,
-    int has_bias, int N, int C, int H, int W, int OC, int K, int stride, int pad, int OH, int OW) {
-    __local float As[IG_K][IG_TILE + 1], Bs[IG_K][IG_TILE + 1];
-    int tx = get_local_id(0), ty = get_local_id(1), t = ty * 16 + tx;
-    int bi = get_group_id(1) * IG_TILE, bj = get_group_id(0) * IG_TILE;
+
+/* The body of both sizes of the forward; G a constant at each call. */
+static void implicit_forward(__global float *y, __global const float *x,
+                             __global const float *p, int woff, int boff, int has_bias, int N,
+                             int C, int H, int W, int OC, int K, int stride, int pad, int OH,
+                             int OW, const int G, __local float *As, __local float *Bs) {
+    const int T = 4 * G, L = 64 / G, S = T + 1;
+    int tx = get_local_id(0), ty = get_local_id(1), t = ty * G + tx;
+    int bi = get_group_id(1) * T, bj = get_group_id(0) * T;
     int KK = K * K, CKK = C * KK, OHW = OH * OW, NP = N * OHW;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) acc[r][c] = 0.0f;
     for (int k0 = 0; k0 < CKK; k0 += IG_K) {
-        for (int l = 0; l < 4; l++) {
-            int e = t + 256 * l, kk = e % IG_K, ii = e / IG_K, gi = bi + ii, gk = k0 + kk;
-            As[kk][ii] = gi < OC && gk < CKK ? p[woff + gi * CKK + gk] : 0.0f;
-            int jj = e % IG_TILE, kb = e / IG_TILE, gj = bj + jj, gkb = k0 + kb;
+        for (int l = 0; l < L; l++) {
+            int e = t + G * G * l, kk = e % IG_K, ii = e / IG_K, gi = bi + ii, gk = k0 + kk;
+            As[kk * S + ii] = gi < OC && gk < CKK ? p[woff + gi * CKK + gk] : 0.0f;
+            int jj = e % T, kb = e / T, gj = bj + jj, gkb = k0 + kb;
             float v = 0.0f;
             if (gkb < CKK && gj < NP) {
                 int c = gkb / KK, r = gkb % KK, n = gj / OHW, q = gj % OHW;
@@ -660,16 +664,16 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void conv_implicit(
                 if (ih >= 0 && ih < H && iw >= 0 && iw < W)
                     v = x[(((long)n * C + c) * H + ih) * W + iw];
             }
-            Bs[kb][jj] = v;
+            Bs[kb * S + jj] = v;
         }
-        IG_UPDATE(acc, As, Bs)
+        IG_UPDATE(acc, As, Bs, G)
     }
     for (int r = 0; r < 4; r++) {
-        int i = bi + ty + 16 * r;
+        int i = bi + ty + G * r;
         if (i >= OC) break;
         float bias = has_bias ? p[boff + i] : 0.0f;
         for (int c = 0; c < 4; c++) {
-            int j = bj + tx + 16 * c;
+            int j = bj + tx + G * c;
             if (j >= NP) continue;
             int n = j / OHW, q = j % OHW;
             y[((long)n * OC + i) * OHW + q] = acc[r][c] + bias;
@@ -677,33 +681,46 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void conv_implicit(
     }
 }
 
+#define IG_FORWARD(NAME, G)                                                                        \
+    __kernel __attribute__((reqd_work_group_size(G, G, 1))) void NAME(                             \
+        __global float *y, __global const float *x, __global const float *p, int woff, int boff,  \
+        int has_bias, int N, int C, int H, int W, int OC, int K, int stride, int pad, int OH,      \
+        int OW) {                                                                                  \
+        __local float As[IG_K * (4 * G + 1)], Bs[IG_K * (4 * G + 1)];                              \
+        implicit_forward(y, x, p, woff, boff, has_bias, N, C, H, W, OC, K, stride, pad, OH, OW, G, \
+                         As, Bs);                                                                  \
+    }
+IG_FORWARD(conv_implicit, 16)
+IG_FORWARD(conv_implicit_32, 8)
+
 /* The weight gradient as an implicit GEMM shaped for GPUs: gw[oc, k] = sum over the batch's
  * pixels j = (n, q) of gy[n, oc, q] * x[n, c, oh*stride - pad + kh, ow*stride - pad + kw],
- * k = (c, kh, kw), the im2col matrix again gathered from the image, never built. Each 16 x 16
- * work-group computes 64 output channels x 64 taps over one slice of `per` pixels (split-K: a
- * batch has far more pixels than a GPU has work-groups to spare), staging 64 x 16 of gy and
- * 16 x 64 of the gathered input in local memory per step, each work-item 4 x 4 in registers;
+ * k = (c, kh, kw), the im2col matrix again gathered from the image, never built. Each G x G
+ * work-group computes T = 4G output channels x T taps over one slice of `per` pixels (split-K:
+ * a batch has far more pixels than a GPU has work-groups to spare), staging T x 16 of gy and
+ * 16 x T of the gathered input in local memory per step, each work-item 4 x 4 in registers;
  * slice s writes its partial sums to out + s*ostride (reduced afterwards unless there is one
- * slice). global = (ceil(CKK/64)*16, ceil(OC/64)*16, S), local = (16, 16, 1). */
-__kernel __attribute__((reqd_work_group_size(16, 16, 1))) void conv_wgrad_implicit(
-    __global float *out, int outoff, int ostride, __global const float *gy,
-    __global const float *x, int N, int C, int H, int W, int OC, int K, int stride, int pad,
-    int OH, int OW, int per) {
-    __local float As[IG_K][IG_TILE + 1], Bs[IG_K][IG_TILE + 1];
-    int tx = get_local_id(0), ty = get_local_id(1), t = ty * 16 + tx;
-    int bi = get_group_id(1) * IG_TILE, bk = get_group_id(0) * IG_TILE, s = get_group_id(2);
+ * slice). conv_wgrad_implicit (G = 16) and conv_wgrad_implicit_32 (G = 8), as the forward.
+ * global = (ceil(CKK/T)*G, ceil(OC/T)*G, S), local = (G, G, 1). */
+static void implicit_wgrad(__global float *out, int outoff, int ostride, __global const float *gy,
+                           __global const float *x, int N, int C, int H, int W, int OC, int K,
+                           int stride, int pad, int OH, int OW, int per, const int G,
+                           __local float *As, __local float *Bs) {
+    const int T = 4 * G, L = 64 / G, S = T + 1;
+    int tx = get_local_id(0), ty = get_local_id(1), t = ty * G + tx;
+    int bi = get_group_id(1) * T, bk = get_group_id(0) * T, s = get_group_id(2);
     int KK = K * K, CKK = C * KK, OHW = OH * OW;
     long NP = (long)N * OHW, j0 = (long)s * per, j1 = min(NP, j0 + per);
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) acc[r][c] = 0.0f;
     for (long jb = j0; jb < j1; jb += IG_K) {
-        for (int l = 0; l < 4; l++) {
-            int e = t + 256 * l, jj = e % IG_K, ii = e / IG_K, gi = bi + ii;
+        for (int l = 0; l < L; l++) {
+            int e = t + G * G * l, jj = e % IG_K, ii = e / IG_K, gi = bi + ii;
             long j = jb + jj;
             int n = (int)(j / OHW), q = (int)(j % OHW);
-            As[jj][ii] = gi < OC && j < j1 ? gy[((long)n * OC + gi) * OHW + q] : 0.0f;
-            int kk = e % IG_TILE, jb2 = e / IG_TILE, gk = bk + kk;
+            As[jj * S + ii] = gi < OC && j < j1 ? gy[((long)n * OC + gi) * OHW + q] : 0.0f;
+            int kk = e % T, jb2 = e / T, gk = bk + kk;
             long j2 = jb + jb2;
             float v = 0.0f;
             if (gk < CKK && j2 < j1) {
@@ -712,17 +729,29 @@ __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void conv_wgrad_implic
                 if (ih >= 0 && ih < H && iw >= 0 && iw < W)
                     v = x[(((long)n2 * C + c) * H + ih) * W + iw];
             }
-            Bs[jb2][kk] = v;
+            Bs[jb2 * S + kk] = v;
         }
-        IG_UPDATE(acc, As, Bs)
+        IG_UPDATE(acc, As, Bs, G)
     }
     __global float *o = out + outoff + (long)s * ostride;
     for (int r = 0; r < 4; r++) {
-        int i = bi + ty + 16 * r;
+        int i = bi + ty + G * r;
         if (i >= OC) break;
         for (int c = 0; c < 4; c++) {
-            int k = bk + tx + 16 * c;
+            int k = bk + tx + G * c;
             if (k < CKK) o[(long)i * CKK + k] = acc[r][c];
         }
     }
 }
+
+#define IG_WGRAD(NAME, G)                                                                          \
+    __kernel __attribute__((reqd_work_group_size(G, G, 1))) void NAME(                             \
+        __global float *out, int outoff, int ostride, __global const float *gy,                   \
+        __global const float *x, int N, int C, int H, int W, int OC, int K, int stride, int pad,   \
+        int OH, int OW, int per) {                                                                 \
+        __local float As[IG_K * (4 * G + 1)], Bs[IG_K * (4 * G + 1)];                              \
+        implicit_wgrad(out, outoff, ostride, gy, x, N, C, H, W, OC, K, stride, pad, OH, OW, per,   \
+                       G, As, Bs);                                                                 \
+    }
+IG_WGRAD(conv_wgrad_implicit, 16)
+IG_WGRAD(conv_wgrad_implicit_32, 8)

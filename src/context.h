@@ -35,6 +35,9 @@ struct clcnn_context {
     /* The convolution algorithm asked for (clcnn_context_options.conv_algo, CLCNN_CONV_ALGO):
      * 0 = the rules per device decide, 1 = direct, 2 = im2col. The model's planner reads it. */
     int conv_algo;
+    /* The implicit-GEMM convolutions' tile (64 or 32 output channels and pixels); 0, as every
+     * context starts: the largest the device runs. Tests set it to cover both sizes. */
+    int implicit_tile;
     struct clcnn_gemm_set *gemm; /* the GEMM backends (gemm.h) */
     struct clcnn_tuner *tuner;   /* autotuning (tune.h); NULL when it is off */
     struct clcnn_prof *prof;     /* profiling (prof.h); NULL when it is off */

@@ -16,12 +16,13 @@
  * one; a pool's argmax must match exactly.
  *
  * The implicit-GEMM algorithms (implicit, wgrad-implicit, flip-implicit) share no buffer with
- * the others, so they run as one combination, every pass implicit, rather than in every mix.
+ * the others, so they run as one combination, every pass implicit, rather than in every mix;
+ * that combination runs in both sizes of the implicit kernels (tiles of 64 and 32).
  *
  * Usage: test_layer_ops [--perf] [--implicit] [SUBSTRING[|SUBSTRING...]]
  *   --perf      also time each combination's forward and backward (GFLOP/s)
- *   --implicit  only the all-implicit combinations, on the first backend (for oclgrind: its
- *               16x16 work-groups and local memory, interpreted, are slow)
+ *   --implicit  only the all-implicit combinations, on the first backend (for oclgrind: their
+ *               work-groups and local memory, interpreted, are slow)
  *   SUBSTRING   only the rows whose spec contains one of them
  * Exits 1 on any failure, 77 when no device is visible. */
 #include <stdarg.h>
@@ -731,6 +732,9 @@ static int run_combo(const lo_ctx *lc, const lo_host *h, const lo_case *c, const
     n.ops->plan(lc->ctx, &n, f);
     snprintf(algos, sizeof algos, "%s/%s/%s", clcnn_algo_name(f->algo[0]),
              clcnn_algo_name(f->algo[1]), clcnn_algo_name(f->algo[2]));
+    if (lc->ctx->implicit_tile) /* the implicit kernels' size this run */
+        snprintf(algos + strlen(algos), sizeof algos - strlen(algos), " (%d)",
+                 lc->ctx->implicit_tile);
     if (memcmp(n.algo, f->algo, sizeof n.algo) != 0)
         fail(&r, "the plan took %s/%s/%s instead", clcnn_algo_name(n.algo[0]),
              clcnn_algo_name(n.algo[1]), clcnn_algo_name(n.algo[2]));
@@ -767,8 +771,18 @@ static void run_node(const lo_ctx *lc, const lo_host *h, const lo_case *c, int *
             for (int k = 0; k < nd; k++) {
                 f = (clcnn_plan_force){{fw[i], wg[j], dg[k]}};
                 if (!combo_runs(&f, dgrad_can)) continue;
-                ++*runs;
-                *failed += !run_combo(lc, h, c, &base, &f);
+                if (!is_implicit(fw[i])) {
+                    ++*runs;
+                    *failed += !run_combo(lc, h, c, &base, &f);
+                    continue;
+                }
+                /* the implicit kernels in both their sizes */
+                for (int tile = 64; tile >= 32; tile /= 2) {
+                    ctx->implicit_tile = tile;
+                    ++*runs;
+                    *failed += !run_combo(lc, h, c, &base, &f);
+                }
+                ctx->implicit_tile = 0;
             }
         }
     }

@@ -4,8 +4,8 @@
  * the file without timing again; a damaged file is read past (bad lines ignored, an unknown
  * candidate re-timed); without autotuning nothing is written; with CLCNN_BACKEND forced the
  * GEMM is not tuned, and with a backend other than cpu (no direct convolutions) each
- * convolution pass times its implicit GEMM against im2col instead. The file's parsing itself
- * is checked through the tuner's lookup. */
+ * convolution pass times its implicit GEMMs (both sizes) against im2col instead. The file's
+ * parsing itself is checked through the tuner's lookup. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,7 +100,8 @@ static int count_lines(const char *path, int *gemm, int *wgrad, int *conv, int *
                  (!strcmp(choice, "lanes") || !strcmp(choice, "rows")))
             (*wgrad)++;
         else if (!strncmp(key, "conv-", 5) &&
-                 (!strcmp(choice, "implicit") || !strcmp(choice, "im2col")))
+                 (!strcmp(choice, "implicit") || !strcmp(choice, "implicit-32") ||
+                  !strcmp(choice, "im2col")))
             (*conv)++;
         else
             (*bad)++;

@@ -194,15 +194,50 @@ static clcnn_status conv_bcast(clcnn_context *ctx, cl_mem xp, const clcnn_conv2d
     return clcnn_launch_single(ctx, k, &b, 3, global);
 }
 
-/* Whether the device runs conv_implicit: 16x16 work-groups of it and 8.3 KB of local memory,
- * asked of the kernel and the device, not assumed. */
-static int implicit_ok(const clcnn_context *ctx) {
+/* The implicit-GEMM kernels' depth step (IG_K in cl/conv2d.cl). */
+enum { IMPLICIT_K = 16 };
+
+/* The implicit-GEMM kernels' two sizes (cl/conv2d.cl): G x G work-groups of 4 x 4 outputs
+ * each, tiles of T = 4G output channels by T pixels (or taps), two 16 x (T + 1) panels of local
+ * memory; `name` is the size's candidate in the autotune file. */
+typedef struct implicit_size {
+    clcnn_kernel_id fwd, wgrad;
+    int g;
+    const char *name;
+} implicit_size;
+static const implicit_size implicit_sizes[] = {
+    {CLCNN_K_conv_implicit, CLCNN_K_conv_wgrad_implicit, 16, "implicit"},
+    {CLCNN_K_conv_implicit_32, CLCNN_K_conv_wgrad_implicit_32, 8, "implicit-32"},
+};
+enum { IMPLICIT_SIZES = (int)(sizeof implicit_sizes / sizeof implicit_sizes[0]) };
+
+/* Whether the device runs size z: its work-groups (each kernel's own limit) and its panels of
+ * local memory, asked of the kernels and the device, not assumed. */
+static int implicit_runs(const clcnn_context *ctx, int z) {
+    const implicit_size *q = &implicit_sizes[z];
     cl_ulong local = 0;
-    clcnn_kern *k = clcnn_kernel((clcnn_context *)ctx, CLCNN_K_conv_implicit);
+    size_t g2 = (size_t)q->g * (size_t)q->g;
+    clcnn_kern *f = clcnn_kernel((clcnn_context *)ctx, q->fwd);
+    clcnn_kern *w = clcnn_kernel((clcnn_context *)ctx, q->wgrad);
     if (clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL) !=
         CL_SUCCESS)
         return 0;
-    return k->max_wg >= 256 && local >= 2 * 16 * 65 * sizeof(float);
+    return f->max_wg >= g2 && w->max_wg >= g2 &&
+           local >= 2 * IMPLICIT_K * (4 * (size_t)q->g + 1) * sizeof(float);
+}
+
+/* The size the implicit algorithms take: the largest the device runs (ctx->implicit_tile, a
+ * test's, asks for one tile); -1 when it runs none. */
+static int implicit_size_of(const clcnn_context *ctx) {
+    for (int z = 0; z < IMPLICIT_SIZES; z++)
+        if ((!ctx->implicit_tile || ctx->implicit_tile == 4 * implicit_sizes[z].g) &&
+            implicit_runs(ctx, z))
+            return z;
+    return -1;
+}
+
+static int implicit_ok(const clcnn_context *ctx) {
+    return implicit_size_of(ctx) >= 0;
 }
 
 /* The shape arguments both implicit-GEMM kernels take: N, C, H, W, OC, K, stride, pad, OH, OW. */
@@ -219,10 +254,13 @@ static void implicit_shape_args(clcnn_args *a, const clcnn_conv2d_shape *s, int 
     CLCNN_ARG(a, s->OW);
 }
 
-/* y = conv(x, w) + b by conv_implicit (any stride and padding, no scratch), one launch. */
+/* y = conv(x, w) + b by conv_implicit of size z (any stride and padding, no scratch), one
+ * launch. */
 static clcnn_status conv_implicit(clcnn_context *ctx, const clcnn_conv2d_shape *s, cl_mem y,
-                                  cl_mem x, cl_mem params, int woff, int boff, int N) {
-    clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_conv_implicit);
+                                  cl_mem x, cl_mem params, int woff, int boff, int N, int z) {
+    const implicit_size *q = &implicit_sizes[z];
+    size_t g = (size_t)q->g, t = 4 * g;
+    clcnn_kern *k = clcnn_kernel(ctx, q->fwd);
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, y);
     CLCNN_ARG(&a, x);
@@ -232,8 +270,8 @@ static clcnn_status conv_implicit(clcnn_context *ctx, const clcnn_conv2d_shape *
     CLCNN_ARG(&a, s->bias);
     implicit_shape_args(&a, s, N);
     size_t pixels = (size_t)N * (size_t)s->OH * (size_t)s->OW;
-    size_t global[2] = {(pixels + 63) / 64 * 16, (size_t)(s->OC + 63) / 64 * 16};
-    size_t local[2] = {16, 16};
+    size_t global[2] = {(pixels + t - 1) / t * g, ((size_t)s->OC + t - 1) / t * g};
+    size_t local[2] = {g, g};
     return clcnn_launch(ctx, k, &a, 2, global, local);
 }
 
@@ -257,13 +295,15 @@ static clcnn_status reduce_slices(clcnn_context *ctx, cl_mem grads, int woff, cl
     return clcnn_launch1d(ctx, r, &b, (size_t)n);
 }
 
-/* The split of conv_wgrad_implicit's pixel sum for a batch of N: about eight work-groups per
- * compute unit, slices of at least 256 pixels (a multiple of 16), and partial sums within the
- * im2col scratch budget. Returns the number of slices S (1: no partials) and sets *per. */
-static int implicit_slices(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N,
+/* The split of conv_wgrad_implicit's pixel sum (size z) for a batch of N: about eight
+ * work-groups per compute unit, slices of at least 256 pixels (a multiple of 16), and partial
+ * sums within the im2col scratch budget. Returns the number of slices S (1: no partials) and
+ * sets *per. */
+static int implicit_slices(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N, int z,
                            long *per) {
     long np = (long)N * s->OH * s->OW, ckk = (long)s->C * s->K * s->K;
-    long tiles = (long)((s->OC + 63) / 64) * ((ckk + 63) / 64), want = 8L * ctx->info.compute_units;
+    long t = 4L * implicit_sizes[z].g, want = 8L * ctx->info.compute_units;
+    long tiles = ((s->OC + t - 1) / t) * ((ckk + t - 1) / t);
     long S = (want + tiles - 1) / tiles, most = (np + 255) / 256;
     long budget = WORKSPACE_FLOATS / ((long)s->OC * ckk > 0 ? (long)s->OC * ckk : 1);
     if (S > most) S = most;
@@ -273,13 +313,15 @@ static int implicit_slices(const clcnn_context *ctx, const clcnn_conv2d_shape *s
     return (int)((np + *per - 1) / *per);
 }
 
-/* gw by conv_wgrad_implicit (any stride and padding), its slices reduced into the gradient
- * buffer through the im2col scratch. */
-static clcnn_status wgrad_implicit(const clcnn_io *io, const clcnn_conv2d_shape *s) {
+/* gw by conv_wgrad_implicit of size z (any stride and padding), its slices reduced into the
+ * gradient buffer through the im2col scratch. */
+static clcnn_status wgrad_implicit(const clcnn_io *io, const clcnn_conv2d_shape *s, int z) {
     clcnn_context *ctx = io->ctx;
-    clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_conv_wgrad_implicit);
+    const implicit_size *q = &implicit_sizes[z];
+    size_t g = (size_t)q->g, t = 4 * g;
+    clcnn_kern *k = clcnn_kernel(ctx, q->wgrad);
     long per;
-    int S = implicit_slices(ctx, s, io->N, &per), ckk = s->C * s->K * s->K, peri = (int)per;
+    int S = implicit_slices(ctx, s, io->N, z, &per), ckk = s->C * s->K * s->K, peri = (int)per;
     cl_mem out = S > 1 ? io->col : io->grads;
     int outoff = S > 1 ? 0 : io->woff, ostride = s->OC * ckk;
     clcnn_status st;
@@ -291,8 +333,8 @@ static clcnn_status wgrad_implicit(const clcnn_io *io, const clcnn_conv2d_shape 
     CLCNN_ARG(&a, io->x[0]);
     implicit_shape_args(&a, s, io->N);
     CLCNN_ARG(&a, peri);
-    size_t global[3] = {(size_t)(ckk + 63) / 64 * 16, (size_t)(s->OC + 63) / 64 * 16, (size_t)S};
-    size_t local[3] = {16, 16, 1};
+    size_t global[3] = {((size_t)ckk + t - 1) / t * g, ((size_t)s->OC + t - 1) / t * g, (size_t)S};
+    size_t local[3] = {g, g, 1};
     if ((st = clcnn_launch(ctx, k, &a, 3, global, local))) return st;
     return S > 1 ? reduce_slices(ctx, io->grads, io->woff, io->col, s->OC * ckk, S) : CLCNN_SUCCESS;
 }
@@ -629,9 +671,11 @@ static void conv_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
             grow_im2col(&g, plan_chunk(&g, N), ws);
     }
     if (wg == CLCNN_ALGO_WGRAD_IMPLICIT || wg == CLCNN_ALGO_GEMM_TUNED) {
-        long per;
-        int S = implicit_slices(ctx, s, N, &per);
-        if (S > 1) grow(&ws->col, (size_t)S * s->OC * s->C * s->K * s->K);
+        for (int z = 0; z < IMPLICIT_SIZES; z++) { /* either size may run (tuning, tests) */
+            long per;
+            int S = implicit_slices(ctx, s, N, z, &per);
+            if (S > 1) grow(&ws->col, (size_t)S * s->OC * s->C * s->K * s->K);
+        }
     }
     if (wg == CLCNN_ALGO_WGRAD_ROWS || wg == CLCNN_ALGO_WGRAD_TUNED) {
         wgrad_plan p = plan_wgrad(s, N);
@@ -686,44 +730,49 @@ static clcnn_status forward_im2col(const clcnn_io *io, const clcnn_conv2d_shape 
 }
 
 static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_mem gy,
-                                    clcnn_algo a);
+                                    clcnn_algo a, int z);
 static clcnn_status backward_im2col(const clcnn_node *n, const clcnn_io *io, int do_w, int do_x);
 
-/* gemm-tuned: pass `pass` of node n by its implicit GEMM (candidate 0) or its im2col way (1). */
+/* gemm-tuned: pass `pass` of node n by an implicit GEMM of size zs[c] (candidates c < nz) or
+ * by its im2col way (candidate nz). */
 typedef struct gemm_tuned_args {
     const clcnn_node *n;
     const clcnn_io *io;
-    int pass;
+    int pass, nz, zs[IMPLICIT_SIZES];
 } gemm_tuned_args;
 
 static clcnn_status gemm_tuned_run(clcnn_context *ctx, int c, void *arg) {
     const gemm_tuned_args *t = arg;
     const clcnn_io *io = t->io;
     const clcnn_conv2d_shape *s = &t->n->conv;
-    int boff = io->boff < 0 ? 0 : io->boff;
+    int boff = io->boff < 0 ? 0 : io->boff, z = c < t->nz ? t->zs[c] : -1;
     if (t->pass == CLCNN_PASS_FORWARD)
-        return c == 0 ? conv_implicit(ctx, s, io->y, io->x[0], io->params, io->woff, boff, io->N)
+        return z >= 0 ? conv_implicit(ctx, s, io->y, io->x[0], io->params, io->woff, boff, io->N, z)
                       : forward_im2col(io, s, io->y, io->x[0], io->params, io->woff, boff, NULL);
     if (t->pass == CLCNN_PASS_WGRAD)
-        return c == 0 ? wgrad_implicit(io, s) : backward_im2col(t->n, io, 1, 0);
+        return z >= 0 ? wgrad_implicit(io, s, z) : backward_im2col(t->n, io, 1, 0);
     return input_grad_conv(t->n, io, io->gy,
-                           c == 0 ? CLCNN_ALGO_FLIP_IMPLICIT : CLCNN_ALGO_FLIP_IM2COL);
+                           z >= 0 ? CLCNN_ALGO_FLIP_IMPLICIT : CLCNN_ALGO_FLIP_IM2COL, z);
 }
 
 /* Runs pass `pass` of n by the candidate the autotuner keeps for its shape and batch (timing
- * both the first time); im2col, the untuned rule's way, when tuning is off (a forced plan). */
+ * each size of implicit GEMM the device runs and the im2col way the first time); im2col, the
+ * untuned rule's way, when tuning is off (a forced plan). */
 static clcnn_status gemm_tuned(const clcnn_node *n, const clcnn_io *io, int pass) {
-    static const char *const names[2] = {"implicit", "im2col"};
     static const char *const passes[3] = {"fwd", "wgrad", "dgrad"};
+    const char *names[IMPLICIT_SIZES + 1];
     const clcnn_conv2d_shape *s = &n->conv;
-    gemm_tuned_args t = {n, io, pass};
+    gemm_tuned_args t = {n, io, pass, 0, {0}};
     clcnn_status st = CLCNN_SUCCESS;
+    for (int z = 0; z < IMPLICIT_SIZES; z++)
+        if (implicit_runs(io->ctx, z)) names[t.nz] = implicit_sizes[z].name, t.zs[t.nz++] = z;
+    names[t.nz] = "im2col";
     char key[96];
     snprintf(key, sizeof key, "conv-%s-%d-%d-%d-%d-%d-%d-%d-%d", passes[pass], s->C, s->H, s->W,
              s->OC, s->K, s->stride, s->pad, io->N);
-    int c = clcnn_tune_choose(io->ctx, key, names, 2, gemm_tuned_run, &t, &st);
+    int c = clcnn_tune_choose(io->ctx, key, names, t.nz + 1, gemm_tuned_run, &t, &st);
     if (st) return st;
-    return gemm_tuned_run(io->ctx, c < 0 ? 1 : c, &t);
+    return gemm_tuned_run(io->ctx, c < 0 ? t.nz : c, &t);
 }
 
 static clcnn_status conv_forward(const clcnn_node *n, const clcnn_io *io) {
@@ -743,7 +792,8 @@ static clcnn_status conv_forward(const clcnn_node *n, const clcnn_io *io) {
         return conv_bcast(io->ctx, xp, s, io->y, io->params, io->woff, boff, 0, io->wflip, io->N);
     }
     case CLCNN_ALGO_IMPLICIT:
-        return conv_implicit(io->ctx, s, io->y, io->x[0], io->params, io->woff, boff, io->N);
+        return conv_implicit(io->ctx, s, io->y, io->x[0], io->params, io->woff, boff, io->N,
+                             implicit_size_of(io->ctx));
     case CLCNN_ALGO_GEMM_TUNED: return gemm_tuned(n, io, CLCNN_PASS_FORWARD);
     default:
         return forward_im2col(io, s, io->y, io->x[0], io->params, io->woff, boff, io->keep_col);
@@ -751,10 +801,10 @@ static clcnn_status conv_forward(const clcnn_node *n, const clcnn_io *io) {
 }
 
 /* The stride-1 input gradient as a convolution of gy with the flipped weights, by algorithm a
- * (flip-direct, -lanes, -im2col or -implicit). gy NULL: io->xpad already holds it padded
- * (flip-direct and flip-lanes only). */
+ * (flip-direct, -lanes, -im2col or -implicit, the last of size z, or the device's when z < 0).
+ * gy NULL: io->xpad already holds it padded (flip-direct and flip-lanes only). */
 static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_mem gy,
-                                    clcnn_algo a) {
+                                    clcnn_algo a, int z) {
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_context *ctx = io->ctx;
     clcnn_conv2d_shape g;
@@ -781,7 +831,8 @@ static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_
     if (a == CLCNN_ALGO_FLIP_DIRECT)
         return conv_direct(ctx, io->xpad, padded, &g, io->gx[0], gy, io->wflip, 0, 0, io->N, NULL);
     if (a == CLCNN_ALGO_FLIP_IMPLICIT)
-        return conv_implicit(ctx, &g, io->gx[0], gy, io->wflip, 0, 0, io->N);
+        return conv_implicit(ctx, &g, io->gx[0], gy, io->wflip, 0, 0, io->N,
+                             z < 0 ? implicit_size_of(ctx) : z);
     return forward_im2col(io, &g, io->gx[0], gy, io->wflip, 0, 0, NULL);
 }
 
@@ -907,7 +958,7 @@ static clcnn_status backward_pooled(const clcnn_node *n, const clcnn_io *io) {
     /* the rows are ready (wgrad-rows reads no gy) and x is kept padded (io->xpad untouched) */
     CLCNN_ASSERT(io->keep_pad != NULL);
     if ((st = wgrad_direct(n, io, NULL, 1))) return st;
-    return nchw ? input_grad_conv(n, io, NULL, n->algo[CLCNN_PASS_DGRAD]) : CLCNN_SUCCESS;
+    return nchw ? input_grad_conv(n, io, NULL, n->algo[CLCNN_PASS_DGRAD], -1) : CLCNN_SUCCESS;
 }
 
 /* gw, gb and gx (when wanted) from gy (N, OC, OH, OW), each by the plan's algorithm. */
@@ -920,7 +971,8 @@ static clcnn_status conv_backward(const clcnn_node *n, const clcnn_io *io) {
                                          s->OH * s->OW)))
         return st;
     if (is_wgrad_direct(wg) && (st = wgrad_direct(n, io, io->gy, 0))) return st;
-    if (wg == CLCNN_ALGO_WGRAD_IMPLICIT && (st = wgrad_implicit(io, s))) return st;
+    if (wg == CLCNN_ALGO_WGRAD_IMPLICIT && (st = wgrad_implicit(io, s, implicit_size_of(io->ctx))))
+        return st;
     if (wg == CLCNN_ALGO_GEMM_TUNED && (st = gemm_tuned(n, io, CLCNN_PASS_WGRAD))) return st;
     if (wg == CLCNN_ALGO_IM2COL || dg == CLCNN_ALGO_COL2IM) {
         st = backward_im2col(n, io, wg == CLCNN_ALGO_IM2COL, dg == CLCNN_ALGO_COL2IM);
@@ -929,7 +981,7 @@ static clcnn_status conv_backward(const clcnn_node *n, const clcnn_io *io) {
     if (dg == CLCNN_ALGO_GEMM_TUNED) return gemm_tuned(n, io, CLCNN_PASS_DGRAD);
     if (dg == CLCNN_ALGO_FLIP_DIRECT || dg == CLCNN_ALGO_FLIP_LANES ||
         dg == CLCNN_ALGO_FLIP_IM2COL || dg == CLCNN_ALGO_FLIP_IMPLICIT)
-        return input_grad_conv(n, io, io->gy, dg);
+        return input_grad_conv(n, io, io->gy, dg, -1);
     return CLCNN_SUCCESS;
 }
 

@@ -13,7 +13,7 @@
     X(CONV2D, conv2d, K(im2col) K(rows_to_nchw_bias) K(nchw_to_rows) K(col2im) K(flip_weights)     \
       K(pad_input) K(conv_direct_s1) K(conv_direct_s1_w8) K(conv_bcast_s1)                        \
       K(conv_bcast_s1_w28) K(conv_bcast_s1_w14) K(conv_bcast_s1_3x3) K(weights_to_lanes)         \
-      K(conv_implicit) K(conv_wgrad_implicit)                                                      \
+      K(conv_implicit) K(conv_wgrad_implicit) K(conv_implicit_32) K(conv_wgrad_implicit_32)        \
       K(conv_wgrad_s1) K(gy_to_rows_pad)                                                           \
       K(conv_wgrad_rows) K(pool2_grad_to_rows))                                                    \
     X(MAXPOOL2D, maxpool2d, K(maxpool_forward) K(maxpool2_forward) K(maxpool2_forward_px)          \
