@@ -254,7 +254,7 @@ static void implicit_shape_args(clcnn_args *a, const clcnn_conv2d_shape *s, int 
     CLCNN_ARG(a, s->OW);
 }
 
-/* y = conv(x, w) + b by conv_implicit of size z (any stride and padding, no scratch), one
+/* y = conv(x, w) + b by the implicit forward of size z (any stride and padding, no scratch), one
  * launch. */
 static clcnn_status conv_implicit(clcnn_context *ctx, const clcnn_conv2d_shape *s, cl_mem y,
                                   cl_mem x, cl_mem params, int woff, int boff, int N, int z) {
@@ -313,8 +313,8 @@ static int implicit_slices(const clcnn_context *ctx, const clcnn_conv2d_shape *s
     return (int)((np + *per - 1) / *per);
 }
 
-/* gw by conv_wgrad_implicit of size z (any stride and padding), its slices reduced into the
- * gradient buffer through the im2col scratch. */
+/* gw by the implicit weight gradient of size z (any stride and padding), its slices reduced into
+ * the gradient buffer through the im2col scratch. */
 static clcnn_status wgrad_implicit(const clcnn_io *io, const clcnn_conv2d_shape *s, int z) {
     clcnn_context *ctx = io->ctx;
     const implicit_size *q = &implicit_sizes[z];
@@ -524,7 +524,7 @@ static int has(const clcnn_algo *list, int n, clcnn_algo a) {
     return 0;
 }
 
-/* Forward: direct or direct-lanes (stride 1), implicit (devices that run its 16x16 groups), or
+/* Forward: direct or direct-lanes (stride 1), implicit (devices that run one of its sizes), or
  * im2col. Weight gradient: rows, lanes (stride 1), implicit or im2col. Input gradient: the
  * flipped convolution (stride 1, pad <= K-1) by direct, direct-lanes, im2col or implicit, or
  * col2im. With autotuning on, each pass that has an implicit GEMM also has gemm-tuned (that or
@@ -570,7 +570,7 @@ static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, c
  * passes where the device runs them. Off the direct path with autotuning on (a GPU, or a forced
  * GEMM backend other than cpu), each pass takes gemm-tuned where the device runs the implicit
  * GEMMs: the first step times them against im2col + the GEMM backend per shape and keeps the
- * faster; without tuning no rule picks them (not yet measured faster on any GPU). */
+ * fastest; without tuning no rule picks them (not yet measured faster on any GPU). */
 static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *f) {
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_conv2d_shape g;
@@ -938,6 +938,8 @@ static clcnn_status backward_pooled(const clcnn_node *n, const clcnn_io *io) {
         CLCNN_ASSERT(grad_input_shape(s, &g));
         pad = g.pad, slack = (int)pad_slack((size_t)(g.W + 2 * g.pad));
     }
+    /* io->xpad is free for gy: x is kept padded, so the weight gradient leaves it alone */
+    CLCNN_ASSERT(io->keep_pad != NULL);
     cl_mem gyp = nchw ? io->xpad : io->rows; /* a valid buffer the kernel leaves alone */
     clcnn_args e = {ex->k, 0, CL_SUCCESS};
     CLCNN_ARG(&e, io->rows);
@@ -955,8 +957,7 @@ static clcnn_status backward_pooled(const clcnn_node *n, const clcnn_io *io) {
     CLCNN_ARG(&e, s->OW);
     size_t blocks = (size_t)N * (size_t)((s->OH + 1) / 2) * (size_t)(plan.ocp / 16);
     if ((st = clcnn_launch1d(ctx, ex, &e, blocks))) return st;
-    /* the rows are ready (wgrad-rows reads no gy) and x is kept padded (io->xpad untouched) */
-    CLCNN_ASSERT(io->keep_pad != NULL);
+    /* the rows are ready: wgrad-rows, the fused node's only weight gradient, reads no gy */
     if ((st = wgrad_direct(n, io, NULL, 1))) return st;
     return nchw ? input_grad_conv(n, io, NULL, n->algo[CLCNN_PASS_DGRAD], -1) : CLCNN_SUCCESS;
 }
