@@ -97,6 +97,10 @@ static const lo_case cases[] = {
     {"conv(20,5,pad=2) maxpool(2)", 8, 9, 10, 2, 0, IN_RANDOM, 0, 0},
     {"conv(40,5,pad=2,bias=0) maxpool(2)", 6, 8, 8, 3, 1, IN_RANDOM, 0, 0},
     {"conv(33,5,pad=2) maxpool(2)", 6, 12, 12, 3, 1, IN_RANDOM, 0, 0},
+    /* the fused pool's padded NCHW gradient: 9 windows a row (eight at once, one alone) and an
+     * odd last row and column; 16 windows (two vectors) with four-way ties */
+    {"conv(3,3,pad=1) maxpool(2)", 2, 7, 19, 2, 1, IN_RANDOM, 0, 0},
+    {"conv(4,5,pad=2) maxpool(2)", 2, 6, 32, 2, 1, IN_ZERO, 0, 0},
     /* maxpool: overlapping windows, ties, padding, gaps, the 2x2 fast path */
     {"maxpool(3,stride=2)", 3, 7, 9, 2, 1, IN_TIES, 0, 0},
     {"maxpool(3,stride=2)", 3, 7, 9, 2, 1, IN_RANDOM, 0, 0},

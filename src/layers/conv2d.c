@@ -340,6 +340,9 @@ static clcnn_status wgrad_implicit(const clcnn_io *io, const clcnn_conv2d_shape 
 }
 
 /* The direct stride-1 convolution: pad the input once, then one launch for the batch. */
+/* pad_input's work per work-item, in padded floats: whole planes up to about this many. */
+enum { PAD_ITEM_FLOATS = 256 };
+
 static clcnn_status conv_direct(clcnn_context *ctx, cl_mem xp, int padded,
                                 const clcnn_conv2d_shape *s, cl_mem y, cl_mem x, cl_mem params,
                                 int woff, int boff, int N, cl_mem argmax) {
@@ -360,7 +363,10 @@ static clcnn_status conv_direct(clcnn_context *ctx, cl_mem xp, int padded,
     CLCNN_ARG(&a, hp);
     CLCNN_ARG(&a, wp);
     CLCNN_ARG(&a, slack);
-    if ((st = clcnn_launch1d(ctx, pad, &a, (size_t)nc * hp))) return st;
+    int per = 1 + PAD_ITEM_FLOATS / (hp * wp); /* planes per work-item */
+    CLCNN_ARG(&a, per);
+    size_t items = (size_t)(nc + per - 1) / (size_t)per;
+    if ((st = clcnn_launch_single(ctx, pad, &a, 1, &items))) return st;
 conv:
     if (!y) return CLCNN_SUCCESS; /* padding only (the weight gradient's input) */
     int pool = argmax != NULL, narrow = s->OW < 8 ? !pool : s->OW == 8;
@@ -932,21 +938,8 @@ static clcnn_status backward_pooled(const clcnn_node *n, const clcnn_io *io) {
     if (s->bias && (st = clcnn_bias_grad(ctx, io->grads, io->boff, io->gy, 0, N, s->OC, phw)))
         return st;
     clcnn_kern *ex = clcnn_kernel(ctx, CLCNN_K_pool2_grad_to_rows);
-    clcnn_conv2d_shape g = {0};
-    int pad = 0, slack = 0;
-    if (nchw) {
-        CLCNN_ASSERT(grad_input_shape(s, &g));
-        pad = g.pad, slack = (int)pad_slack((size_t)(g.W + 2 * g.pad));
-    }
-    /* io->xpad is free for gy: x is kept padded, so the weight gradient leaves it alone */
-    CLCNN_ASSERT(io->keep_pad != NULL);
-    cl_mem gyp = nchw ? io->xpad : io->rows; /* a valid buffer the kernel leaves alone */
     clcnn_args e = {ex->k, 0, CL_SUCCESS};
     CLCNN_ARG(&e, io->rows);
-    CLCNN_ARG(&e, gyp);
-    CLCNN_ARG(&e, nchw);
-    CLCNN_ARG(&e, pad);
-    CLCNN_ARG(&e, slack);
     CLCNN_ARG(&e, io->gy);
     CLCNN_ARG(&e, zero);
     CLCNN_ARG(&e, io->aux);
@@ -957,6 +950,28 @@ static clcnn_status backward_pooled(const clcnn_node *n, const clcnn_io *io) {
     CLCNN_ARG(&e, s->OW);
     size_t blocks = (size_t)N * (size_t)((s->OH + 1) / 2) * (size_t)(plan.ocp / 16);
     if ((st = clcnn_launch1d(ctx, ex, &e, blocks))) return st;
+    if (nchw) {
+        /* io->xpad is free for gy: x is kept padded, so the weight gradient leaves it alone */
+        clcnn_conv2d_shape g = {0};
+        CLCNN_ASSERT(grad_input_shape(s, &g));
+        CLCNN_ASSERT(io->keep_pad != NULL);
+        int slack = (int)pad_slack((size_t)(g.W + 2 * g.pad)), noc = N * s->OC;
+        clcnn_kern *pk = clcnn_kernel(ctx, CLCNN_K_pool2_grad_nchw);
+        clcnn_args p = {pk->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&p, io->xpad);
+        CLCNN_ARG(&p, g.pad);
+        CLCNN_ARG(&p, slack);
+        CLCNN_ARG(&p, io->gy);
+        CLCNN_ARG(&p, zero);
+        CLCNN_ARG(&p, io->aux);
+        CLCNN_ARG(&p, noc);
+        CLCNN_ARG(&p, s->OH);
+        CLCNN_ARG(&p, s->OW);
+        int per = 1 + PAD_ITEM_FLOATS / ((s->OH + 2 * g.pad) * (s->OW + 2 * g.pad));
+        CLCNN_ARG(&p, per);
+        size_t items = (size_t)(noc + per - 1) / (size_t)per;
+        if ((st = clcnn_launch_single(ctx, pk, &p, 1, &items))) return st;
+    }
     /* the rows are ready: wgrad-rows, the fused node's only weight gradient, reads no gy */
     if ((st = wgrad_direct(n, io, NULL, 1))) return st;
     return nchw ? input_grad_conv(n, io, NULL, n->algo[CLCNN_PASS_DGRAD], -1) : CLCNN_SUCCESS;
