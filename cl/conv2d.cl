@@ -136,14 +136,14 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void pad_input(
  * broadcast load, and the sixteen accumulators. */
 #define DIRECT_SETUP                                                                               \
     int ckk = C * K * K, last = OC - 1;                                                            \
-    __global const float *w0 = w + woff + min(oc0 + 0, last) * ckk;                               \
-    __global const float *w1 = w + woff + min(oc0 + 1, last) * ckk;                               \
-    __global const float *w2 = w + woff + min(oc0 + 2, last) * ckk;                               \
-    __global const float *w3 = w + woff + min(oc0 + 3, last) * ckk;                               \
-    __global const float *w4 = w + woff + min(oc0 + 4, last) * ckk;                               \
-    __global const float *w5 = w + woff + min(oc0 + 5, last) * ckk;                               \
-    __global const float *w6 = w + woff + min(oc0 + 6, last) * ckk;                               \
-    __global const float *w7 = w + woff + min(oc0 + 7, last) * ckk;                               \
+    __global const float *w0 = w + woff + min(oc0 + 0, last) * ckk;                                \
+    __global const float *w1 = w + woff + min(oc0 + 1, last) * ckk;                                \
+    __global const float *w2 = w + woff + min(oc0 + 2, last) * ckk;                                \
+    __global const float *w3 = w + woff + min(oc0 + 3, last) * ckk;                                \
+    __global const float *w4 = w + woff + min(oc0 + 4, last) * ckk;                                \
+    __global const float *w5 = w + woff + min(oc0 + 5, last) * ckk;                                \
+    __global const float *w6 = w + woff + min(oc0 + 6, last) * ckk;                                \
+    __global const float *w7 = w + woff + min(oc0 + 7, last) * ckk;                                \
     float16 a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;                        \
     float16 b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0, b6 = 0, b7 = 0;
 
@@ -153,6 +153,40 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void pad_input(
         a##r = fma(wv, v0, a##r);                                                                  \
         b##r = fma(wv, v1, b##r);                                                                  \
     }
+/* The taps of one work-item: for every input channel and kernel row, KC kernel columns, each
+ * two input vectors (LOAD_V(), per kernel) and eight broadcast weights into sixteen fmas.
+ * conv_direct_s1 calls it with KC = 5 and 3 for those kernels (DIRECT_ALL_TAPS), so the column
+ * loop unrolls and the weights' offsets are immediates: on PoCL that ran seed's 5x5 layers
+ * 6-8% faster than the loop over a run-time K. conv_direct_s1_w8's four 8-wide loads ran 20%
+ * slower unrolled, so it keeps the loop. */
+#define DIRECT_TAPS(KC, LOAD_V, UNROLL)                                                            \
+    for (int c = 0; c < C; c++) {                                                                  \
+        __global const float *plane = xp + ((n * C + c) * Hp + oh0) * Wp + ow0;                    \
+        for (int kh = 0; kh < KC; kh++) {                                                          \
+            __global const float *r0 = plane + kh * Wp;                                            \
+            int tap = (c * KC + kh) * KC;                                                          \
+            UNROLL for (int kw = 0; kw < KC; kw++, tap++) {                                        \
+                LOAD_V()                                                                           \
+                ACC_ROW(0) ACC_ROW(1) ACC_ROW(2) ACC_ROW(3)                                        \
+                ACC_ROW(4) ACC_ROW(5) ACC_ROW(6) ACC_ROW(7)                                        \
+            }                                                                                      \
+        }                                                                                          \
+    }
+#define DIRECT_ALL_TAPS(LOAD_V)                                                                    \
+    if (K == 5) {                                                                                  \
+        DIRECT_TAPS(5, LOAD_V, _Pragma("unroll"))                                                  \
+    } else if (K == 3) {                                                                           \
+        DIRECT_TAPS(3, LOAD_V, _Pragma("unroll"))                                                  \
+    } else {                                                                                       \
+        DIRECT_TAPS(K, LOAD_V, )                                                                   \
+    }
+/* the input vectors of conv_direct_s1 (two rows of 16) and conv_direct_s1_w8 (four of 8) */
+#define LOAD_16() float16 v0 = vload16(0, r0 + kw), v1 = vload16(0, r0 + Wp + kw);
+#define LOAD_8X4()                                                                                 \
+    __global const float *q = r0 + kw;                                                             \
+    float16 v0 = (float16)(vload8(0, q), vload8(0, q + Wp));                                       \
+    float16 v1 = (float16)(vload8(0, q + 2 * Wp), vload8(0, q + 3 * Wp));
+
 #define STORE_ROW(r)                                                                               \
     if (oc0 + r < OC) {                                                                            \
         float bias = has_bias ? w[boff + oc0 + r] : 0.0f;                                          \
@@ -224,18 +258,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
     int ow0 = (t % tiles_w) * 16, oh0 = (t / tiles_w) * 2;
     if (oh0 >= OH || oc0 >= OC) return;
     DIRECT_SETUP
-    for (int c = 0; c < C; c++) {
-        __global const float *plane = xp + ((n * C + c) * Hp + oh0) * Wp + ow0;
-        for (int kh = 0; kh < K; kh++) {
-            __global const float *r0 = plane + kh * Wp;
-            int tap = (c * K + kh) * K;
-            for (int kw = 0; kw < K; kw++, tap++) {
-                float16 v0 = vload16(0, r0 + kw), v1 = vload16(0, r0 + Wp + kw);
-                ACC_ROW(0) ACC_ROW(1) ACC_ROW(2) ACC_ROW(3)
-                ACC_ROW(4) ACC_ROW(5) ACC_ROW(6) ACC_ROW(7)
-            }
-        }
-    }
+    DIRECT_ALL_TAPS(LOAD_16)
     int nw = min(16, OW - ow0), full = nw == 16, two = oh0 + 1 < OH;
     if (pool) {
         int PH = OH / 2, PW = OW / 2;
@@ -286,23 +309,10 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1_w8(
     __global float *y, int yoff, __global const float *xp, __global const float *w, int woff,
     int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH, int OW,
     __global int *argmax, int pool) {
-    int oh0 = get_global_id(0) * 4, oc0 = get_global_id(1) * 8, n = get_global_id(2);
+    int oh0 = get_global_id(0) * 4, oc0 = get_global_id(1) * 8, n = get_global_id(2), ow0 = 0;
     if (oh0 >= OH || oc0 >= OC) return;
     DIRECT_SETUP
-    for (int c = 0; c < C; c++) {
-        __global const float *plane = xp + ((n * C + c) * Hp + oh0) * Wp;
-        for (int kh = 0; kh < K; kh++) {
-            __global const float *r0 = plane + kh * Wp;
-            int tap = (c * K + kh) * K;
-            for (int kw = 0; kw < K; kw++, tap++) {
-                __global const float *q = r0 + kw;
-                float16 v0 = (float16)(vload8(0, q), vload8(0, q + Wp));
-                float16 v1 = (float16)(vload8(0, q + 2 * Wp), vload8(0, q + 3 * Wp));
-                ACC_ROW(0) ACC_ROW(1) ACC_ROW(2) ACC_ROW(3)
-                ACC_ROW(4) ACC_ROW(5) ACC_ROW(6) ACC_ROW(7)
-            }
-        }
-    }
+    DIRECT_TAPS(K, LOAD_8X4, )
     if (pool) {
         int PH = OH / 2, ph0 = oh0 / 2;
         int8 base = 16 * ph0 + (int8)(0, 2, 4, 6, 16, 18, 20, 22);
@@ -589,6 +599,25 @@ __kernel void weights_to_lanes(__global float *wt, __global const float *w, int 
     }
 }
 
+/* The taps of the lanes kernels: per input channel and kernel row, KC kernel columns of V
+ * weight vectors and V*R*Q fmas. With U3 (CONV_BCAST's last argument) a 3x3 kernel takes a
+ * copy with KC = 3 whose column loop unrolls, as DIRECT_TAPS: on PoCL that ran the 18-
+ * accumulator 3x3 variant 13% faster, and the 28-accumulator ones 1.7x slower (spills). */
+#define BCAST_TAPS(V, R, Q, KC, UNROLL)                                                            \
+    for (int c = 0; c < C; c++) {                                                                  \
+        for (int kh = 0; kh < KC; kh++) {                                                          \
+            __global const float *x0 = xn + ((long)c * Hp + kh) * Wp;                              \
+            UNROLL for (int kw = 0; kw < KC; kw++, x0++, wc += Op) {                               \
+                float16 wv[V];                                                                     \
+                _Pragma("unroll") for (int v = 0; v < V; v++) wv[v] = vload16(v, wc);              \
+                _Pragma("unroll") for (int r = 0; r < R; r++)                                      \
+                    _Pragma("unroll") for (int q = 0; q < Q; q++)                                  \
+                        _Pragma("unroll") for (int v = 0; v < V; v++)                              \
+                            acc[v][r][q] = fma((float16)(x0[r * Wp + q]), wv[v], acc[v][r][q]);    \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
 /* Direct stride-1 convolution with the output channels in the vector lanes, shaped for CPU
  * devices: one work-item per work-group owns V*16 output channels x R rows x Q columns in
  * V*R*Q float16 accumulators (arrays over constant, fully unrolled loops, so they live in
@@ -598,9 +627,9 @@ __kernel void weights_to_lanes(__global float *wt, __global const float *w, int 
  * sixteen. The tile goes to NCHW through a private copy. Columns and rows past the output are
  * computed from the padded input's slack and not stored; channels past OC have zero weights
  * and are not stored. global = (ceil(OW/Q) * ceil(OH/R), Op/(16*V), N). Variants: */
-#define CONV_BCAST(NAME, V, R, Q)                                                                  \
+#define CONV_BCAST(NAME, V, R, Q, U3)                                                              \
     __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(                             \
-        __global float *y, __global const float *xp, __global const float *wt, int Op,            \
+        __global float *y, __global const float *xp, __global const float *wt, int Op,             \
         __global const float *p, int boff, int has_bias, int C, int Hp, int Wp, int OC, int K,     \
         int OH, int OW) {                                                                          \
         int tiles_w = (OW + Q - 1) / Q;                                                            \
@@ -613,20 +642,10 @@ __kernel void weights_to_lanes(__global float *wt, __global const float *w, int 
                 _Pragma("unroll") for (int q = 0; q < Q; q++) acc[v][r][q] = 0.0f;                 \
         __global const float *xn = xp + ((long)n * C * Hp + oh0) * Wp + ow0;                       \
         __global const float *wc = wt + oc0;                                                       \
-        for (int c = 0; c < C; c++) {                                                              \
-            for (int kh = 0; kh < K; kh++) {                                                       \
-                __global const float *x0 = xn + ((long)c * Hp + kh) * Wp;                          \
-                for (int kw = 0; kw < K; kw++, x0++, wc += Op) {                                   \
-                    float16 wv[V];                                                                 \
-                    _Pragma("unroll") for (int v = 0; v < V; v++) wv[v] = vload16(v, wc);          \
-                    _Pragma("unroll") for (int r = 0; r < R; r++)                                  \
-                        _Pragma("unroll") for (int q = 0; q < Q; q++)                              \
-                            _Pragma("unroll") for (int v = 0; v < V; v++)                          \
-                                acc[v][r][q] =                                                     \
-                                    fma((float16)(x0[r * Wp + q]), wv[v], acc[v][r][q]);           \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
+        if (U3 && K == 3)                                                                          \
+            BCAST_TAPS(V, R, Q, 3, _Pragma("unroll"))                                              \
+        else                                                                                       \
+            BCAST_TAPS(V, R, Q, K, )                                                               \
         float tile[V * R * Q * 16];                                                                \
         _Pragma("unroll") for (int v = 0; v < V; v++)                                              \
             _Pragma("unroll") for (int r = 0; r < R; r++)                                          \
@@ -646,10 +665,10 @@ __kernel void weights_to_lanes(__global float *wt, __global const float *w, int 
 /* 16 channels x 1 row x 28 columns, x 2 x 14 and x 4 x 7: each a run of 28 contiguous outputs
  * per channel on maps of that width, and the last any map 7, 14, 21, 28 ... wide; 32 channels
  * x 3 x 3: 3x3 maps (as resnet's last blocks) */
-CONV_BCAST(conv_bcast_s1_w28, 1, 1, 28)
-CONV_BCAST(conv_bcast_s1_w14, 1, 2, 14)
-CONV_BCAST(conv_bcast_s1, 1, 4, 7)
-CONV_BCAST(conv_bcast_s1_3x3, 2, 3, 3)
+CONV_BCAST(conv_bcast_s1_w28, 1, 1, 28, 0)
+CONV_BCAST(conv_bcast_s1_w14, 1, 2, 14, 0)
+CONV_BCAST(conv_bcast_s1, 1, 4, 7, 0)
+CONV_BCAST(conv_bcast_s1_3x3, 2, 3, 3, 1)
 
 /* Implicit-GEMM convolution shaped for GPUs: y[n, oc, q] = b[oc] + sum over k = (c, kh, kw) of
  * w[oc, k] * x[n, c, oh*stride - pad + kh, ow*stride - pad + kw] (0 outside the image), as the
@@ -720,7 +739,7 @@ static void implicit_forward(__global float *y, __global const float *x,
 
 #define IG_FORWARD(NAME, G)                                                                        \
     __kernel __attribute__((reqd_work_group_size(G, G, 1))) void NAME(                             \
-        __global float *y, __global const float *x, __global const float *p, int woff, int boff,  \
+        __global float *y, __global const float *x, __global const float *p, int woff, int boff,   \
         int has_bias, int N, int C, int H, int W, int OC, int K, int stride, int pad, int OH,      \
         int OW) {                                                                                  \
         __local float As[IG_K * (4 * G + 1)], Bs[IG_K * (4 * G + 1)];                              \
@@ -783,7 +802,7 @@ static void implicit_wgrad(__global float *out, int outoff, int ostride, __globa
 
 #define IG_WGRAD(NAME, G)                                                                          \
     __kernel __attribute__((reqd_work_group_size(G, G, 1))) void NAME(                             \
-        __global float *out, int outoff, int ostride, __global const float *gy,                   \
+        __global float *out, int outoff, int ostride, __global const float *gy,                    \
         __global const float *x, int N, int C, int H, int W, int OC, int K, int stride, int pad,   \
         int OH, int OW, int per) {                                                                 \
         __local float As[IG_K * (4 * G + 1)], Bs[IG_K * (4 * G + 1)];                              \
