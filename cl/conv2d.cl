@@ -459,14 +459,12 @@ __kernel void gy_to_rows_pad(__global float *gyt, __global const float *gy, int 
         }                                                                                          \
     }
 
-__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_rows(
-    __global float *out, int outoff, int ostride, __global const float *gyt, int OCp,
-    __global const float *xp, int N, int nb, int C, int Hp, int Wp, int OC, int K, int OH,
-    int OW) {
-    int CKK = C * K * K, t0 = get_global_id(0) * 8, oc0 = get_global_id(1) * 32;
-    int s = get_global_id(2), n0 = s * nb, n1 = min(N, n0 + nb);
-    if (t0 >= CKK || oc0 >= OCp) return;
-    int q, kw, kh, c;
+/* One tile of conv_wgrad_rows: taps t0.. t0+7 x channels oc0.. oc0+31 over images n0 <= n < n1,
+ * stored at o (a slice's partial gw). */
+static void wgrad_rows_tile(__global float *o, __global const float *gyt, int OCp,
+                            __global const float *xp, int n0, int n1, int C, int Hp, int Wp,
+                            int OC, int K, int OH, int OW, int t0, int oc0) {
+    int CKK = C * K * K, q, kw, kh, c;
     WT_TAP(0) WT_TAP(1) WT_TAP(2) WT_TAP(3) WT_TAP(4) WT_TAP(5) WT_TAP(6) WT_TAP(7)
     float16 a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
     float16 b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0, b6 = 0, b7 = 0;
@@ -482,9 +480,19 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_rows(
             }
         }
     }
-    __global float *o = out + outoff + s * ostride;
     WT_STORE(0) WT_STORE(1) WT_STORE(2) WT_STORE(3)
     WT_STORE(4) WT_STORE(5) WT_STORE(6) WT_STORE(7)
+}
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_rows(
+    __global float *out, int outoff, int ostride, __global const float *gyt, int OCp,
+    __global const float *xp, int N, int nb, int C, int Hp, int Wp, int OC, int K, int OH,
+    int OW) {
+    int CKK = C * K * K, t0 = get_global_id(0) * 8, oc0 = get_global_id(1) * 32;
+    int s = get_global_id(2), n0 = s * nb, n1 = min(N, n0 + nb);
+    if (t0 >= CKK || oc0 >= OCp) return;
+    wgrad_rows_tile(out + outoff + s * ostride, gyt, OCp, xp, n0, n1, C, Hp, Wp, OC, K, OH, OW,
+                    t0, oc0);
 }
 
 /* The backward of a convolution whose output went through a fused MaxPool2d(2), from the
@@ -494,13 +502,11 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_rows(
  * row or column that no window covers. One work-item per pair of output rows and 16 channels:
  * per window, sixteen channels' values and argmaxes, then each of its four pixels' 16 channels
  * as one vector store. global = N * ceil(OH/2) * OCp/16. */
-__kernel void pool2_grad_to_rows(__global float *gyt, __global const float *gp, int gpoff,
-                                 __global const int *argmax, int N, int OC, int OCp, int OH,
-                                 int OW) {
-    int PH = OH / 2, PW = OW / 2, BH = (OH + 1) / 2, BW = (OW + 1) / 2, chunks = OCp / 16;
-    int r = get_global_id(0);
-    if (r >= N * BH * chunks) return;
-    int oc0 = (r % chunks) * 16, bh = (r / chunks) % BH, n = r / (chunks * BH);
+/* One block of pool2_grad_to_rows: image n, output rows 2*bh and 2*bh + 1, channels oc0.. +15. */
+static void pool2_rows_block(__global float *gyt, __global const float *gp, int gpoff,
+                             __global const int *argmax, int OC, int OCp, int OH, int OW, int n,
+                             int bh, int oc0) {
+    int PH = OH / 2, PW = OW / 2, BW = (OW + 1) / 2;
     int oh = 2 * bh, down = oh + 1 < OH, PHW = PH * PW;
     /* per lane: its channel's pooled plane (clamped past OC: those lanes are zeroed) */
     __global const float *gpl = gp + gpoff + (long)n * OC * PHW + bh * PW;
@@ -526,6 +532,36 @@ __kernel void pool2_grad_to_rows(__global float *gyt, __global const float *gp, 
         if (down) vstore16(select(z, v, b == OW), 0, r00 + (long)OW * OCp);
         if (right && down) vstore16(select(z, v, b == OW + 1), 0, r00 + (long)(OW + 1) * OCp);
     }
+}
+
+__kernel void pool2_grad_to_rows(__global float *gyt, __global const float *gp, int gpoff,
+                                 __global const int *argmax, int N, int OC, int OCp, int OH,
+                                 int OW) {
+    int BH = (OH + 1) / 2, chunks = OCp / 16, r = get_global_id(0);
+    if (r >= N * BH * chunks) return;
+    pool2_rows_block(gyt, gp, gpoff, argmax, OC, OCp, OH, OW, r / (chunks * BH),
+                     (r / chunks) % BH, (r % chunks) * 16);
+}
+
+/* Both at once for one slice of nb images, by one work-item per work-group: the slice's pixel
+ * rows (pool2_grad_to_rows), then every tile of conv_wgrad_rows over them into the slice's
+ * partial gw at out + s*ostride, so the rows are read back from this core's cache rather than
+ * from memory. For layers with few taps and large maps (seed's first), where the rows are
+ * the larger cost: the separate passes write them all to memory and read them back.
+ * global = S. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_pool_rows(
+    __global float *out, int outoff, int ostride, __global float *gyt, int OCp,
+    __global const float *gp, int gpoff, __global const int *argmax, __global const float *xp,
+    int N, int nb, int C, int Hp, int Wp, int OC, int K, int OH, int OW) {
+    int s = get_global_id(0), n0 = s * nb, n1 = min(N, n0 + nb), CKK = C * K * K;
+    for (int n = n0; n < n1; n++)
+        for (int bh = 0; bh < (OH + 1) / 2; bh++)
+            for (int oc0 = 0; oc0 < OCp; oc0 += 16)
+                pool2_rows_block(gyt, gp, gpoff, argmax, OC, OCp, OH, OW, n, bh, oc0);
+    for (int t0 = 0; t0 < CKK; t0 += 8)
+        for (int oc0 = 0; oc0 < OCp; oc0 += 32)
+            wgrad_rows_tile(out + outoff + s * ostride, gyt, OCp, xp, n0, n1, C, Hp, Wp, OC, K,
+                            OH, OW, t0, oc0);
 }
 
 /* The same gradient in NCHW, zero-padded by `pad` as pad_input leaves a tensor (gy: N, OC,

@@ -38,6 +38,12 @@ struct clcnn_context {
     /* The implicit-GEMM convolutions' tile (64 or 32 output channels and pixels); 0, as every
      * context starts: the largest the device runs. Tests set it to cover both sizes. */
     int implicit_tile;
+    /* The row-GEMM weight gradient's slices, in floats of pixel rows each; 0, as every context
+     * starts: WGRAD_SLICE_FLOATS (src/layers/conv2d.c). Tests set 1 (a slice per image). */
+    size_t wgrad_slice;
+    /* A fused convolution + pool's weight gradient: 0, as every context starts, the rule
+     * (src/layers/conv2d.c); 1 one kernel per slice (conv_wgrad_pool_rows); 2 two passes. */
+    int pool_wgrad;
     struct clcnn_gemm_set *gemm; /* the GEMM backends (gemm.h) */
     struct clcnn_tuner *tuner;   /* autotuning (tune.h); NULL when it is off */
     struct clcnn_prof *prof;     /* profiling (prof.h); NULL when it is off */

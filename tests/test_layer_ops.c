@@ -739,6 +739,9 @@ static int run_combo(const lo_ctx *lc, const lo_host *h, const lo_case *c, const
     if (lc->ctx->implicit_tile) /* the implicit kernels' size this run */
         snprintf(algos + strlen(algos), sizeof algos - strlen(algos), " (%d)",
                  lc->ctx->implicit_tile);
+    if (lc->ctx->pool_wgrad) /* the fused pool's weight gradient, a slice per image */
+        snprintf(algos + strlen(algos), sizeof algos - strlen(algos), " (%s)",
+                 lc->ctx->pool_wgrad == 1 ? "per slice" : "two passes");
     if (memcmp(n.algo, f->algo, sizeof n.algo) != 0)
         fail(&r, "the plan took %s/%s/%s instead", clcnn_algo_name(n.algo[0]),
              clcnn_algo_name(n.algo[1]), clcnn_algo_name(n.algo[2]));
@@ -778,6 +781,16 @@ static void run_node(const lo_ctx *lc, const lo_host *h, const lo_case *c, int *
                 if (!is_implicit(fw[i])) {
                     ++*runs;
                     *failed += !run_combo(lc, h, c, &base, &f);
+                    if (fw[i] != CLCNN_ALGO_DIRECT_POOL) continue;
+                    /* the fused pool's weight gradient both ways, over a slice per image (its
+                     * partial sums reduced): one kernel per slice, and the two passes */
+                    ctx->wgrad_slice = 1;
+                    for (int way = 1; way <= 2; way++) {
+                        ctx->pool_wgrad = way;
+                        ++*runs;
+                        *failed += !run_combo(lc, h, c, &base, &f);
+                    }
+                    ctx->wgrad_slice = 0, ctx->pool_wgrad = 0;
                     continue;
                 }
                 /* the implicit kernels in both their sizes */
