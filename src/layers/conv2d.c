@@ -484,6 +484,7 @@ static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
     if (!w->rows_ready && (st = clcnn_launch1d(ctx, tr, &t, (size_t)N * ohw))) return st;
     cl_mem out = plan.S > 1 ? ws->col : grads;
     int outoff = plan.S > 1 ? 0 : woff, ostride = s->OC * ckk;
+    if (plan.ocp % 64 == 0) k = clcnn_kernel(ctx, CLCNN_K_conv_wgrad_rows64);
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, out);
     CLCNN_ARG(&a, outoff);
@@ -495,6 +496,8 @@ static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
     CLCNN_ARG(&a, plan.nb);
     padded_shape_args(&a, s);
     size_t global[3] = {(size_t)(ckk + 7) / 8, (size_t)plan.ocp / 32, (size_t)plan.S};
+    if (plan.ocp % 64 == 0) /* conv_wgrad_rows64's tile: 6 taps x 64 channels */
+        global[0] = (size_t)(ckk + 5) / 6, global[1] = (size_t)plan.ocp / 64;
     if ((st = clcnn_launch_single(ctx, k, &a, 3, global))) return st;
     return plan.S > 1 ? reduce_slices(ctx, grads, woff, ws->col, s->OC * ckk, plan.S)
                       : CLCNN_SUCCESS;
