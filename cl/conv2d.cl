@@ -600,6 +600,66 @@ __kernel void pool2_grad_to_rows(__global float *gyt, __global const float *gp, 
                      (r / chunks) % BH, (r % chunks) * 16);
 }
 
+/* The most taps conv_wgrad_pool_chunks holds accumulators for (its private array). */
+#define CHUNK_TAPS 128
+
+/* The same for a layer with few taps and 32 padded channels (seed's first: 75 taps, 32x32
+ * maps), where the rows are many and the taps few: per pair of output rows of one image, its
+ * pixel rows (8 KB at 32 wide) go to gyt and every tap tile runs over them at once, while
+ * they are in L1, its accumulators kept between pairs in a private array of all taps; the
+ * rows are never read back from L2 or memory. conv_wgrad_pool_rows instead runs each tap
+ * tile over the whole slice. global = S; needs OCp == 32 and CKK <= CHUNK_TAPS. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_pool_chunks(
+    __global float *out, int outoff, int ostride, __global float *gyt,
+    __global const float *gp, int gpoff, __global const int *argmax, __global const float *xp,
+    int N, int nb, int C, int Hp, int Wp, int OC, int K, int OH, int OW) {
+    int s = get_global_id(0), n0 = s * nb, n1 = min(N, n0 + nb), CKK = C * K * K;
+    int tiles = (CKK + 7) / 8;
+    float16 acc[2 * CHUNK_TAPS];
+    int xoff[CHUNK_TAPS];
+    for (int q = 0; q < 8 * tiles; q++) {
+        int t = min(q, CKK - 1), kw = t % K, kh = (t / K) % K, c = t / (K * K);
+        xoff[q] = (c * Hp + kh) * Wp + kw;
+        acc[2 * q] = 0.0f, acc[2 * q + 1] = 0.0f;
+    }
+    for (int n = n0; n < n1; n++)
+        for (int bh = 0; bh < (OH + 1) / 2; bh++) {
+            pool2_rows_block(gyt, gp, gpoff, argmax, OC, 32, OH, OW, n, bh, 0);
+            pool2_rows_block(gyt, gp, gpoff, argmax, OC, 32, OH, OW, n, bh, 16);
+            int oh0 = 2 * bh, rows = min(2, OH - oh0);
+            __global const float *gr = gyt + ((long)n * OH * OW + oh0 * OW) * 32;
+            __global const float *xb = xp + (long)n * C * Hp * Wp + oh0 * Wp;
+            for (int t0 = 0; t0 < 8 * tiles; t0 += 8) {
+                int xo0 = xoff[t0], xo1 = xoff[t0 + 1], xo2 = xoff[t0 + 2], xo3 = xoff[t0 + 3];
+                int xo4 = xoff[t0 + 4], xo5 = xoff[t0 + 5], xo6 = xoff[t0 + 6];
+                int xo7 = xoff[t0 + 7];
+                __private float16 *A = acc + 2 * t0;
+                float16 a0 = A[0], a1 = A[2], a2 = A[4], a3 = A[6], a4 = A[8], a5 = A[10];
+                float16 a6 = A[12], a7 = A[14], b0 = A[1], b1 = A[3], b2 = A[5], b3 = A[7];
+                float16 b4 = A[9], b5 = A[11], b6 = A[13], b7 = A[15];
+                __global const float *g = gr;
+                for (int r = 0; r < rows; r++) {
+                    __global const float *xr = xb + r * Wp;
+                    for (int ow = 0; ow < OW; ow++, xr++, g += 32) {
+                        float16 g0 = vload16(0, g), g1 = vload16(0, g + 16);
+                        WT_ACC(0) WT_ACC(1) WT_ACC(2) WT_ACC(3)
+                        WT_ACC(4) WT_ACC(5) WT_ACC(6) WT_ACC(7)
+                    }
+                }
+                A[0] = a0, A[2] = a1, A[4] = a2, A[6] = a3, A[8] = a4, A[10] = a5, A[12] = a6;
+                A[14] = a7, A[1] = b0, A[3] = b1, A[5] = b2, A[7] = b3, A[9] = b4, A[11] = b5;
+                A[13] = b6, A[15] = b7;
+            }
+        }
+    __global float *o = out + outoff + s * ostride;
+    for (int q = 0; q < CKK; q++) {
+        float la[32];
+        vstore16(acc[2 * q], 0, la);
+        vstore16(acc[2 * q + 1], 1, la);
+        for (int l = 0; l < OC; l++) o[l * CKK + q] = la[l];
+    }
+}
+
 /* Both at once for one slice of nb images, by one work-item per work-group: the slice's pixel
  * rows (pool2_grad_to_rows), then every tile of conv_wgrad_rows (or _rows64) over them into
  * the slice's partial gw at out + s*ostride, so the rows are read back from this core's cache
