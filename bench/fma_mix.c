@@ -111,9 +111,14 @@ __attribute__((target("avx512f"), noinline)) static void lanes_16(buf *b, __m512
             const float *r = b->x + (c * WP + kh) * WP;
             for (int kw = 0; kw < K; kw++, wc += 8) {
                 __m512 w = _mm512_loadu_ps(wc);
+                /* hidden from the compiler, so it cannot keep inputs in registers from one kw to
+                 * the next and broadcast them from there (on the shuffle port, as PoCL does not):
+                 * each fma broadcasts its input from memory, as the OpenCL kernel compiles */
+                const float *rr = r + kw;
+                __asm__("" : "+r"(rr));
 #pragma GCC unroll 16
                 for (int q = 0; q < 16; q++)
-                    A[q] = _mm512_fmadd_ps(_mm512_set1_ps(r[kw + q]), w, A[q]);
+                    A[q] = _mm512_fmadd_ps(_mm512_set1_ps(rr[q]), w, A[q]);
             }
         }
     for (int i = 0; i < 16; i++)
