@@ -130,7 +130,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void pad_input(
  * NCHW with its bias, or, with pool != 0, goes through a fused MaxPool2d(2) first (POOL_ROW,
  * below). Lanes and rows past the edge are computed from in-bounds (slack) memory and not
  * stored; channels past OC reuse the last channel's weights and are not stored.
- * global = (ceil(OW/16) * ceil(OH/2), ceil(OC/8), N). */
+ * A work-item may take several tiles (below). */
 /* Shared set-up of the direct kernels: one weight base pointer per output channel (channels past
  * OC reuse the last one; their results are not stored), so each tap is a plain indexed
  * broadcast load, and the sixteen accumulators. */
@@ -249,12 +249,13 @@ void pool8_store(float8 p00, float8 p01, float8 p10, float8 p11, int8 base, int 
                     min(8, PW - pw0));                                                             \
     }
 
-__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
-    __global float *y, int yoff, __global const float *xp, __global const float *w, int woff,
-    int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH, int OW,
-    __global int *argmax, int pool) {
+/* One tile of conv_direct_s1: tile t of the output plane (16 columns x 2 rows), channels
+ * oc0.. oc0+7, image n. */
+static void direct_tile(__global float *y, int yoff, __global const float *xp,
+                        __global const float *w, int woff, int boff, int has_bias, int C, int Hp,
+                        int Wp, int OC, int K, int OH, int OW, __global int *argmax, int pool,
+                        int t, int oc0, int n) {
     int tiles_w = (OW + 15) / 16;
-    int t = get_global_id(0), oc0 = get_global_id(1) * 8, n = get_global_id(2);
     int ow0 = (t % tiles_w) * 16, oh0 = (t / tiles_w) * 2;
     if (oh0 >= OH || oc0 >= OC) return;
     DIRECT_SETUP
@@ -268,6 +269,18 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
     }
     STORE_ROW(0) STORE_ROW(1) STORE_ROW(2) STORE_ROW(3)
     STORE_ROW(4) STORE_ROW(5) STORE_ROW(6) STORE_ROW(7)
+}
+
+/* `per` consecutive tiles per work-item (tiles past the plane are skipped).
+ * global = (ceil(ceil(OW/16) * ceil(OH/2) / per), ceil(OC/8), N). */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
+    __global float *y, int yoff, __global const float *xp, __global const float *w, int woff,
+    int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH, int OW,
+    __global int *argmax, int pool, int per) {
+    int oc0 = get_global_id(1) * 8, n = get_global_id(2);
+    for (int t = get_global_id(0) * per, end = t + per; t < end; t++)
+        direct_tile(y, yoff, xp, w, woff, boff, has_bias, C, Hp, Wp, OC, K, OH, OW, argmax, pool,
+                    t, oc0, n);
 }
 
 /* The same for outputs at most 8 wide (8x8 and 7x7 maps and the like), where a float16 would

@@ -65,6 +65,7 @@ static const lo_case cases[] = {
     {"conv(3,3,pad=3)", 2, 5, 6, 2, 1, IN_RANDOM, 0, 0},    /* pad > K-1: col2im is the only gx */
     {"conv(4,2,pad=2)", 3, 4, 5, 3, 1, IN_RANDOM, 0, 0},    /* pad > K-1, even kernel */
     {"conv(8,5,pad=2)", 3, 12, 10, 7, 1, IN_RANDOM, 0, 0},  /* an odd batch of 7 */
+    {"conv(4,5,pad=2)", 5, 5, 9, 2, 1, IN_RANDOM, 0, 0},    /* direct: 2 of 3 tiles an item */
     {"conv(8,5,pad=2)", 3, 12, 10, 7, 1, IN_RANDOM, 2, 0},  /* the same in chunks of images */
     {"conv(3,3,stride=2)", 2, 5, 7, 3, 1, IN_RANDOM, 2, 0}, /* chunked, stride 2 */
     {"conv(32,5,pad=2)", 3, 11, 13, 2, 1, IN_RANDOM, 0, 0}, /* OC 32: full 8x32 CPU GEMM tiles */

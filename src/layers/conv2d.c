@@ -343,6 +343,12 @@ static clcnn_status wgrad_implicit(const clcnn_io *io, const clcnn_conv2d_shape 
 /* pad_input's work per work-item, in padded floats: whole planes up to about this many. */
 enum { PAD_ITEM_FLOATS = 256 };
 
+/* conv_direct_s1's work per work-item, in vector fmas: a 16-column tile of a layer with few taps
+ * (16 per tap) is too little for one work-group on PoCL, so a work-item takes this many tiles'
+ * worth, in whole tiles. seed's first layer (75 taps: 3 tiles a work-item) 43-50 -> 36-40 ms
+ * per 30 steps; its 800-tap layers keep one. */
+enum { DIRECT_ITEM_FMAS = 4096 };
+
 static clcnn_status conv_direct(clcnn_context *ctx, cl_mem xp, int padded,
                                 const clcnn_conv2d_shape *s, cl_mem y, cl_mem x, cl_mem params,
                                 int woff, int boff, int N, cl_mem argmax) {
@@ -383,8 +389,12 @@ conv:
     cl_mem am = pool ? argmax : y; /* a valid buffer the kernel does not touch */
     CLCNN_ARG(&b, am);
     CLCNN_ARG(&b, pool);
-    size_t global[3] = {narrow ? (size_t)(s->OH + 3) / 4
-                               : (size_t)((s->OW + 15) / 16) * (size_t)((s->OH + 1) / 2),
+    size_t tiles = (size_t)((s->OW + 15) / 16) * (size_t)((s->OH + 1) / 2);
+    /* tiles per work-item: a tile of a layer with few taps is too little work for one */
+    int tpw = DIRECT_ITEM_FMAS / (s->C * s->K * s->K * 16);
+    tpw = tpw < 1 ? 1 : (size_t)tpw > tiles ? (int)tiles : tpw;
+    if (!narrow) CLCNN_ARG(&b, tpw);
+    size_t global[3] = {narrow ? (size_t)(s->OH + 3) / 4 : (tiles + tpw - 1) / tpw,
                         (size_t)(s->OC + 7) / 8, (size_t)N};
     return clcnn_launch_single(ctx, k, &b, 3, global);
 }
