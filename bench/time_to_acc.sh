@@ -8,6 +8,9 @@
 # pass and, for clcnn, the earlier epochs' checkpoints included), then PyTorch's seconds over
 # clcnn's. A run that reaches TARGET is stopped there: clcnn_train is killed as soon as its epoch
 # line appears, torch_fashion.py stops itself (--target).
+# ROUNDS=R (default 1) repeats the race R times, alternating which side goes first (clcnn first
+# in odd rounds, PyTorch first in even ones: a load that drifts through a run then weighs on both
+# sides alike), and reports every round, each side's median seconds and their ratio.
 # Usage: bash bench/time_to_acc.sh [build-dir] [target] [epochs]
 #   defaults: build 0.93 10. TARGET is a test accuracy in (0, 1]; EPOCHS also sets the length of
 #   the one-cycle schedule on both sides, so runs of other EPOCHS are different runs.
@@ -44,6 +47,9 @@ threads=${THREADS:-2}
 whole "$threads" 1 4096 || die "THREADS must be a whole number from 1 to 4096; got '$threads'"
 seed=${SEED:-1}
 whole "$seed" 0 2147483647 || die "SEED must be a whole number below 2^31; got '$seed'"
+rounds=${ROUNDS:-1}
+whole "$rounds" 1 100 || die "ROUNDS must be a whole number from 1 to 100; got '$rounds'"
+rounds=$((10#$rounds))
 limit=${CLCNN_TTA_LIMIT:-}
 [ -z "$limit" ] || whole "$limit" 1 1000000000 ||
     die "CLCNN_TTA_LIMIT must be a positive number of training images; got '$limit'"
@@ -156,15 +162,22 @@ echo "pytorch: $tver ($py), $threads threads, $layout"
 echo "recipe: resnet preset, ${limit:-60000} training images, seed $seed, target $target," \
     "at most $epochs epochs"
 
-race clcnn "$train" --model resnet --epochs "$epochs" --seed "$seed" --data "$cdata" \
-    --save-dir "$tmp/model" --no-tensorboard
-c_epoch=$hit_epoch c_acc=$hit_acc c_s=$hit_s
+echo "rounds: $rounds (odd rounds clcnn first, even rounds PyTorch first)"
+
+run_clcnn() {
+    race clcnn "$train" --model resnet --epochs "$epochs" --seed "$seed" --data "$cdata" \
+        --save-dir "$tmp/model" --no-tensorboard
+    c_epoch=$hit_epoch c_acc=$hit_acc c_s=$hit_s
+    rm -rf "$tmp/model"
+}
 nchw=
 [ "$layout" = channels_last ] || nchw=--nchw
-race pytorch env OMP_NUM_THREADS="$threads" "$py" "$here/torch_fashion.py" --epochs "$epochs" \
-    --threads "$threads" --seed "$seed" --target "$target" --data "$data" \
-    ${limit:+--limit-train "$limit"} ${nchw:+"$nchw"}
-p_epoch=$hit_epoch p_acc=$hit_acc p_s=$hit_s
+run_pytorch() {
+    race pytorch env OMP_NUM_THREADS="$threads" "$py" "$here/torch_fashion.py" --epochs "$epochs" \
+        --threads "$threads" --seed "$seed" --target "$target" --data "$data" \
+        ${limit:+--limit-train "$limit"} ${nchw:+"$nchw"}
+    p_epoch=$hit_epoch p_acc=$hit_acc p_s=$hit_s
+}
 
 pct=$(awk -v t="$target" 'BEGIN {printf "%.1f%%", 100 * t}')
 result() {
@@ -174,10 +187,36 @@ result() {
         echo "$1: $pct not reached in $epochs epochs"
     fi
 }
+ratio() {
+    if [ -n "$2" ] && [ -n "$1" ]; then
+        awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'
+    else
+        echo "none (not reached by both)"
+    fi
+}
+# The median of the arguments (none: empty).
+median() {
+    [ $# -gt 0 ] || return 0
+    printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {
+        if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+c_all=() p_all=()
+for ((r = 1; r <= rounds; r++)); do
+    [ "$rounds" -eq 1 ] || echo "round $r"
+    if ((r % 2)); then run_clcnn; run_pytorch; else run_pytorch; run_clcnn; fi
+    [ "$rounds" -eq 1 ] || echo "round $r: clcnn ${c_s:-none} s, pytorch ${p_s:-none} s," \
+        "ratio pytorch/clcnn $(ratio "$p_s" "$c_s")"
+    [ -z "$c_s" ] || c_all+=("$c_s")
+    [ -z "$p_s" ] || p_all+=("$p_s")
+done
+
 result clcnn "$c_epoch" "$c_acc" "$c_s"
 result "pytorch $tver $layout" "$p_epoch" "$p_acc" "$p_s"
-if [ -n "$c_s" ] && [ -n "$p_s" ]; then
-    echo "ratio pytorch/clcnn seconds: $(awk -v a="$p_s" -v b="$c_s" 'BEGIN {printf "%.2f", a / b}')"
+if [ "$rounds" -eq 1 ]; then
+    echo "ratio pytorch/clcnn seconds: $(ratio "$p_s" "$c_s")"
 else
-    echo "ratio pytorch/clcnn seconds: none (not reached by both)"
+    cm=$(median "${c_all[@]}") pm=$(median "${p_all[@]}")
+    echo "medians over $rounds rounds: clcnn ${cm:-none} s (${#c_all[@]} reached)," \
+        "pytorch ${pm:-none} s (${#p_all[@]} reached)"
+    echo "ratio pytorch/clcnn of the medians: $(ratio "$pm" "$cm")"
 fi
