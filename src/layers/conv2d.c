@@ -339,7 +339,6 @@ static clcnn_status wgrad_implicit(const clcnn_io *io, const clcnn_conv2d_shape 
     return S > 1 ? reduce_slices(ctx, io->grads, io->woff, io->col, s->OC * ckk, S) : CLCNN_SUCCESS;
 }
 
-/* The direct stride-1 convolution: pad the input once, then one launch for the batch. */
 /* pad_input's work per work-item, in padded floats: whole planes up to about this many. */
 enum { PAD_ITEM_FLOATS = 256 };
 
@@ -349,6 +348,7 @@ enum { PAD_ITEM_FLOATS = 256 };
  * per 30 steps; its 800-tap layers keep one. */
 enum { DIRECT_ITEM_FMAS = 4096 };
 
+/* The direct stride-1 convolution: pad the input once, then one launch for the batch. */
 static clcnn_status conv_direct(clcnn_context *ctx, cl_mem xp, int padded,
                                 const clcnn_conv2d_shape *s, cl_mem y, cl_mem x, cl_mem params,
                                 int woff, int boff, int N, cl_mem argmax) {
@@ -936,14 +936,14 @@ static clcnn_status wgrad_direct(const clcnn_node *n, const clcnn_io *io, cl_mem
     return a == CLCNN_ALGO_WGRAD_ROWS ? wgrad_rows(io->ctx, &wa) : wgrad_lanes(io->ctx, &wa);
 }
 
-/* Whether a fused convolution + pool expands its gradient into pixel rows and runs the
- * weight gradient in one kernel per slice of the batch (conv_wgrad_pool_rows) rather than in
- * two passes: when there are slices enough to keep every compute unit busy (each slice is one
- * work-item). Seed's first two layers at batch 64 on 2 cores (16 and 4 slices): 7-10% less
- * time than the two passes, which write every row to memory and read it back. */
 /* conv_wgrad_pool_chunks' limit on taps (CHUNK_TAPS in cl/conv2d.cl). */
 enum { CHUNK_TAPS = 128 };
 
+/* Whether a fused convolution + pool expands its gradient into pixel rows and runs the
+ * weight gradient in one kernel per slice of the batch (conv_wgrad_pool_rows) rather than in
+ * two passes: when there are slices enough to keep every compute unit busy (each slice is one
+ * work-item). Seed's first two layers at batch 64 on 2 cores (16 and 4 slices): about 10% less
+ * time than the two passes, which write every row to memory and read it back. */
 static int fuse_pool_wgrad(const clcnn_context *ctx, const wgrad_plan *plan) {
     if (ctx->pool_wgrad) return ctx->pool_wgrad == 1;
     return plan->S >= 2 * (int)ctx->info.compute_units;
@@ -994,6 +994,7 @@ static clcnn_status backward_pooled(const clcnn_node *n, const clcnn_io *io) {
     /* the bias: the zeros the pool's backward would add change no sum, so sum gp directly */
     if (s->bias && (st = clcnn_bias_grad(ctx, io->grads, io->boff, io->gy, 0, N, s->OC, phw)))
         return st;
+    CLCNN_ASSERT(io->keep_pad != NULL); /* the forward kept x padded: the weight gradient's */
     if (fuse_pool_wgrad(ctx, &plan)) {
         if ((st = wgrad_pool_rows(ctx, io, s, &plan))) return st;
     } else {
@@ -1017,7 +1018,6 @@ static clcnn_status backward_pooled(const clcnn_node *n, const clcnn_io *io) {
         /* io->xpad is free for gy: x is kept padded, so the weight gradient leaves it alone */
         clcnn_conv2d_shape g = {0};
         CLCNN_ASSERT(grad_input_shape(s, &g));
-        CLCNN_ASSERT(io->keep_pad != NULL);
         int slack = (int)pad_slack((size_t)(g.W + 2 * g.pad)), noc = N * s->OC;
         clcnn_kern *pk = clcnn_kernel(ctx, CLCNN_K_pool2_grad_nchw);
         clcnn_args p = {pk->k, 0, CL_SUCCESS};
