@@ -43,7 +43,7 @@ add_test(NAME test_oclgrind_implicit COMMAND ${CMAKE_COMMAND} -E env SELF_TEST=0
 set_tests_properties(test_oclgrind_implicit PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
   LABELS oclgrind)
 # Every layer-ops row with a 2x2 pool, the fused convolution's among them (its padded NCHW
-# gradient written a plane per work-item, eight windows at a time), under oclgrind (~25 s).
+# gradient written a plane per work-item, eight windows at a time), under oclgrind (~70 s).
 add_test(NAME test_oclgrind_pool COMMAND ${CMAKE_COMMAND} -E env SELF_TEST=0
   "PROG_ARGS=maxpool(2)" bash ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.sh
   $<TARGET_FILE:test_layer_ops> cpu)
