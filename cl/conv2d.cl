@@ -543,27 +543,20 @@ static void wgrad_rows_tile64(__global float *o, __global const float *gyt, int 
     W64_STORE(0) W64_STORE(1) W64_STORE(2) W64_STORE(3) W64_STORE(4) W64_STORE(5)
 }
 
-__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_rows64(
-    __global float *out, int outoff, int ostride, __global const float *gyt, int OCp,
-    __global const float *xp, int N, int nb, int C, int Hp, int Wp, int OC, int K, int OH,
-    int OW) {
-    int CKK = C * K * K, t0 = get_global_id(0) * 6, oc0 = get_global_id(1) * 64;
-    int s = get_global_id(2), n0 = s * nb, n1 = min(N, n0 + nb);
-    if (t0 >= CKK || oc0 >= OCp) return;
-    wgrad_rows_tile64(out + outoff + s * ostride, gyt, OCp, xp, n0, n1, C, Hp, Wp, OC, K, OH, OW,
-                      t0, oc0);
-}
-
-__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_rows(
-    __global float *out, int outoff, int ostride, __global const float *gyt, int OCp,
-    __global const float *xp, int N, int nb, int C, int Hp, int Wp, int OC, int K, int OH,
-    int OW) {
-    int CKK = C * K * K, t0 = get_global_id(0) * 8, oc0 = get_global_id(1) * 32;
-    int s = get_global_id(2), n0 = s * nb, n1 = min(N, n0 + nb);
-    if (t0 >= CKK || oc0 >= OCp) return;
-    wgrad_rows_tile(out + outoff + s * ostride, gyt, OCp, xp, n0, n1, C, Hp, Wp, OC, K, OH, OW,
-                    t0, oc0);
-}
+/* The kernels of both tiles: TAPS taps x CH channels per work-item.
+ * global = (ceil(CKK/TAPS), OCp/CH, S). */
+#define WGRAD_ROWS_KERNEL(NAME, TILE, TAPS, CH)                                                    \
+    __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(                             \
+        __global float *out, int outoff, int ostride, __global const float *gyt, int OCp,         \
+        __global const float *xp, int N, int nb, int C, int Hp, int Wp, int OC, int K, int OH,     \
+        int OW) {                                                                                  \
+        int CKK = C * K * K, t0 = get_global_id(0) * TAPS, oc0 = get_global_id(1) * CH;           \
+        int s = get_global_id(2), n0 = s * nb, n1 = min(N, n0 + nb);                               \
+        if (t0 >= CKK || oc0 >= OCp) return;                                                       \
+        TILE(out + outoff + s * ostride, gyt, OCp, xp, n0, n1, C, Hp, Wp, OC, K, OH, OW, t0, oc0); \
+    }
+WGRAD_ROWS_KERNEL(conv_wgrad_rows, wgrad_rows_tile, 8, 32)
+WGRAD_ROWS_KERNEL(conv_wgrad_rows64, wgrad_rows_tile64, 6, 64)
 
 /* The backward of a convolution whose output went through a fused MaxPool2d(2), from the
  * pooled gradient gp (N, OC, PH, PW) and the pool's argmax: the gradient at the convolution's
