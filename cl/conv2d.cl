@@ -472,6 +472,23 @@ __kernel void gy_to_rows_pad(__global float *gyt, __global const float *gy, int 
         }                                                                                          \
     }
 
+/* The pixel loop of the row GEMM's tiles: every pixel of images n0 <= n < n1, its row of gy at
+ * g (channels from oc0) and its input at xr; PIXEL() loads g and accumulates. */
+#define WT_PIXELS(PIXEL)                                                                           \
+    for (int n = n0; n < n1; n++) {                                                                \
+        __global const float *g = gyt + (long)n * OH * OW * OCp + oc0;                            \
+        __global const float *xn = xp + (long)n * C * Hp * Wp;                                     \
+        for (int oh = 0; oh < OH; oh++) {                                                          \
+            __global const float *xr = xn + oh * Wp;                                               \
+            for (int ow = 0; ow < OW; ow++, xr++, g += OCp) {                                      \
+                PIXEL()                                                                            \
+            }                                                                                      \
+        }                                                                                          \
+    }
+#define PIXEL_32()                                                                                 \
+    float16 g0 = vload16(0, g), g1 = vload16(0, g + 16);                                           \
+    WT_ACC(0) WT_ACC(1) WT_ACC(2) WT_ACC(3) WT_ACC(4) WT_ACC(5) WT_ACC(6) WT_ACC(7)
+
 /* One tile of conv_wgrad_rows: taps t0.. t0+7 x channels oc0.. oc0+31 over images n0 <= n < n1,
  * stored at o (a slice's partial gw). */
 static void wgrad_rows_tile(__global float *o, __global const float *gyt, int OCp,
@@ -481,18 +498,7 @@ static void wgrad_rows_tile(__global float *o, __global const float *gyt, int OC
     WT_TAP(0) WT_TAP(1) WT_TAP(2) WT_TAP(3) WT_TAP(4) WT_TAP(5) WT_TAP(6) WT_TAP(7)
     float16 a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
     float16 b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0, b6 = 0, b7 = 0;
-    for (int n = n0; n < n1; n++) {
-        __global const float *g = gyt + (long)n * OH * OW * OCp + oc0;
-        __global const float *xn = xp + (long)n * C * Hp * Wp;
-        for (int oh = 0; oh < OH; oh++) {
-            __global const float *xr = xn + oh * Wp;
-            for (int ow = 0; ow < OW; ow++, xr++, g += OCp) {
-                float16 g0 = vload16(0, g), g1 = vload16(0, g + 16);
-                WT_ACC(0) WT_ACC(1) WT_ACC(2) WT_ACC(3)
-                WT_ACC(4) WT_ACC(5) WT_ACC(6) WT_ACC(7)
-            }
-        }
-    }
+    WT_PIXELS(PIXEL_32)
     WT_STORE(0) WT_STORE(1) WT_STORE(2) WT_STORE(3)
     WT_STORE(4) WT_STORE(5) WT_STORE(6) WT_STORE(7)
 }
@@ -520,6 +526,11 @@ static void wgrad_rows_tile(__global float *o, __global const float *gyt, int OC
             if (oc0 + l < OC) o[(oc0 + l) * CKK + t0 + t] = la[l];                                 \
     }
 
+#define PIXEL_64()                                                                                 \
+    float16 g0 = vload16(0, g), g1 = vload16(0, g + 16);                                           \
+    float16 g2 = vload16(0, g + 32), g3 = vload16(0, g + 48);                                      \
+    W64_ACC(0) W64_ACC(1) W64_ACC(2) W64_ACC(3) W64_ACC(4) W64_ACC(5)
+
 static void wgrad_rows_tile64(__global float *o, __global const float *gyt, int OCp,
                               __global const float *xp, int n0, int n1, int C, int Hp, int Wp,
                               int OC, int K, int OH, int OW, int t0, int oc0) {
@@ -529,18 +540,7 @@ static void wgrad_rows_tile64(__global float *o, __global const float *gyt, int 
     float16 b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0;
     float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0;
     float16 d0 = 0, d1 = 0, d2 = 0, d3 = 0, d4 = 0, d5 = 0;
-    for (int n = n0; n < n1; n++) {
-        __global const float *g = gyt + (long)n * OH * OW * OCp + oc0;
-        __global const float *xn = xp + (long)n * C * Hp * Wp;
-        for (int oh = 0; oh < OH; oh++) {
-            __global const float *xr = xn + oh * Wp;
-            for (int ow = 0; ow < OW; ow++, xr++, g += OCp) {
-                float16 g0 = vload16(0, g), g1 = vload16(0, g + 16);
-                float16 g2 = vload16(0, g + 32), g3 = vload16(0, g + 48);
-                W64_ACC(0) W64_ACC(1) W64_ACC(2) W64_ACC(3) W64_ACC(4) W64_ACC(5)
-            }
-        }
-    }
+    WT_PIXELS(PIXEL_64)
     W64_STORE(0) W64_STORE(1) W64_STORE(2) W64_STORE(3) W64_STORE(4) W64_STORE(5)
 }
 
