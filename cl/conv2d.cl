@@ -566,8 +566,9 @@ WGRAD_ROWS_KERNEL(conv_wgrad_rows64, wgrad_rows_tile64, 6, 64)
  * row or column that no window covers. One work-item per pair of output rows and 16 channels:
  * per window, sixteen channels' values and argmaxes, then each of its four pixels' 16 channels
  * as one vector store. global = N * ceil(OH/2) * OCp/16. */
-/* One block of pool2_grad_to_rows: image n, output rows 2*bh and 2*bh + 1, channels oc0.. +15. */
-static void pool2_rows_block(__global float *gyt, __global const float *gp, int gpoff,
+/* One block of pool2_grad_to_rows: image n, output rows 2*bh and 2*bh + 1, channels oc0.. +15,
+ * written from dst (the pixel row of (n, 2*bh, 0)). */
+static void pool2_rows_block(__global float *dst, __global const float *gp, int gpoff,
                              __global const int *argmax, int OC, int OCp, int OH, int OW, int n,
                              int bh, int oc0) {
     int PH = OH / 2, PW = OW / 2, BW = (OW + 1) / 2;
@@ -580,17 +581,18 @@ static void pool2_rows_block(__global float *gyt, __global const float *gp, int 
     float16 z = (float16)(0.0f);
     for (int bw = 0; bw < BW; bw++) {
         int ow = 2 * bw, right = ow + 1 < OW, p00 = oh * OW + ow;
-        float t[16];
-        int bi[16];
-        int win = bh < PH && bw < PW;
-        for (int l = 0; l < 16; l++) {
-            long q = (long)min(oc0 + l, OC - 1) * PHW + min(bw, PW - 1);
-            t[l] = win ? gpl[q] : 0.0f;
-            bi[l] = win ? aml[q] - p00 : -1;
-        }
-        float16 v = select(z, vload16(0, t), live);
-        int16 b = vload16(0, bi);
-        __global float *r00 = gyt + ((long)n * OH * OW + p00) * OCp + oc0;
+        int win = bh < PH && bw < PW, w = min(bw, PW - 1);
+        /* built as vector literals: through a private array (a store per lane and a vector
+         * load, which stalls), this took a fifth more of conv_wgrad_pool_chunks' time on PoCL */
+#define Q(l) ((long)min(oc0 + l, OC - 1) * PHW + w)
+#define LANES(p)                                                                                   \
+    p[Q(0)], p[Q(1)], p[Q(2)], p[Q(3)], p[Q(4)], p[Q(5)], p[Q(6)], p[Q(7)], p[Q(8)], p[Q(9)],      \
+        p[Q(10)], p[Q(11)], p[Q(12)], p[Q(13)], p[Q(14)], p[Q(15)]
+        float16 v = win ? select(z, (float16)(LANES(gpl)), live) : z;
+        int16 b = win ? (int16)(LANES(aml)) - p00 : (int16)(-1);
+#undef LANES
+#undef Q
+        __global float *r00 = dst + (long)ow * OCp + oc0;
         vstore16(select(z, v, b == 0), 0, r00);
         if (right) vstore16(select(z, v, b == 1), 0, r00 + OCp);
         if (down) vstore16(select(z, v, b == OW), 0, r00 + (long)OW * OCp);
@@ -603,8 +605,9 @@ __kernel void pool2_grad_to_rows(__global float *gyt, __global const float *gp, 
                                  int OW) {
     int BH = (OH + 1) / 2, chunks = OCp / 16, r = get_global_id(0);
     if (r >= N * BH * chunks) return;
-    pool2_rows_block(gyt, gp, gpoff, argmax, OC, OCp, OH, OW, r / (chunks * BH),
-                     (r / chunks) % BH, (r % chunks) * 16);
+    int n = r / (chunks * BH), bh = (r / chunks) % BH;
+    pool2_rows_block(gyt + ((long)n * OH * OW + 2 * bh * OW) * OCp, gp, gpoff, argmax, OC, OCp,
+                     OH, OW, n, bh, (r % chunks) * 16);
 }
 
 /* The most taps conv_wgrad_pool_chunks holds accumulators for (its private array). */
@@ -612,10 +615,12 @@ __kernel void pool2_grad_to_rows(__global float *gyt, __global const float *gp, 
 
 /* The same for a layer with few taps and 32 padded channels (seed's first: 75 taps, 32x32
  * maps), where the rows are many and the taps few: per pair of output rows of one image, its
- * pixel rows (8 KB at 32 wide) go to gyt and every tap tile runs over them at once, while
- * they are in L1, its accumulators kept between pairs in a private array of all taps; the
- * rows are never read back from L2 or memory. conv_wgrad_pool_rows instead runs each tap
- * tile over the whole slice. global = S; needs OCp == 32 and CKK <= CHUNK_TAPS. */
+ * pixel rows (8 KB at 32 wide) go to the same 8 KB of gyt (the slice's first rows) and every
+ * tap tile runs over them at once, while they are in L1, its accumulators kept between pairs
+ * in a private array of all taps; the rows are never read back from L2 or memory, and their
+ * stores hit L1 (rows of their own per pair took a third longer on PoCL, writing 128 KB per
+ * image to memory). conv_wgrad_pool_rows instead runs each tap tile over the whole slice.
+ * global = S; needs OCp == 32 and CKK <= CHUNK_TAPS. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_pool_chunks(
     __global float *out, int outoff, int ostride, __global float *gyt,
     __global const float *gp, int gpoff, __global const int *argmax, __global const float *xp,
@@ -629,12 +634,13 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_pool_chu
         xoff[q] = (c * Hp + kh) * Wp + kw;
         acc[2 * q] = 0.0f, acc[2 * q + 1] = 0.0f;
     }
+    /* each row pair's rows in the same place, the slice's first: they stay in L1 */
+    __global float *gr = gyt + (long)n0 * OH * OW * 32;
     for (int n = n0; n < n1; n++)
         for (int bh = 0; bh < (OH + 1) / 2; bh++) {
-            pool2_rows_block(gyt, gp, gpoff, argmax, OC, 32, OH, OW, n, bh, 0);
-            pool2_rows_block(gyt, gp, gpoff, argmax, OC, 32, OH, OW, n, bh, 16);
+            pool2_rows_block(gr, gp, gpoff, argmax, OC, 32, OH, OW, n, bh, 0);
+            pool2_rows_block(gr, gp, gpoff, argmax, OC, 32, OH, OW, n, bh, 16);
             int oh0 = 2 * bh, rows = min(2, OH - oh0);
-            __global const float *gr = gyt + ((long)n * OH * OW + oh0 * OW) * 32;
             __global const float *xb = xp + (long)n * C * Hp * Wp + oh0 * Wp;
             for (int t0 = 0; t0 < 8 * tiles; t0 += 8) {
                 int xo0 = xoff[t0], xo1 = xoff[t0 + 1], xo2 = xoff[t0 + 2], xo3 = xoff[t0 + 3];
@@ -680,7 +686,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_pool_row
     for (int n = n0; n < n1; n++)
         for (int bh = 0; bh < (OH + 1) / 2; bh++)
             for (int oc0 = 0; oc0 < OCp; oc0 += 16)
-                pool2_rows_block(gyt, gp, gpoff, argmax, OC, OCp, OH, OW, n, bh, oc0);
+                pool2_rows_block(gyt + ((long)n * OH * OW + 2 * bh * OW) * OCp, gp, gpoff, argmax,
+                                 OC, OCp, OH, OW, n, bh, oc0);
     if (OCp % 64 == 0)
         for (int t0 = 0; t0 < CKK; t0 += 6)
             for (int oc0 = 0; oc0 < OCp; oc0 += 64)
