@@ -153,15 +153,40 @@ __kernel void bn_stats_reduce(__global float *keep, __global float *stats, int s
     stats[soff + C + c] = momentum * (m2 / (M - 1.0f)) + (1.0f - momentum) * rv;
 }
 
+/* bn(x), then relu'd when relu != 0 (y < 0 gives 0, a NaN passes: relu_forward's rule). */
+static float16 bn_act16(float16 x, float mean, float alpha, float beta, int relu) {
+    float16 v = bn_out16(x, mean, alpha, beta);
+    return relu ? select(v, (float16)(0.0f), v < 0.0f) : v;
+}
+
+static float8 bn_act8(float8 x, float mean, float alpha, float beta, int relu) {
+    float8 v = fma(x - mean, (float8)(alpha), (float8)(beta));
+    return relu ? select(v, (float8)(0.0f), v < 0.0f) : v;
+}
+
+static float4 bn_act4(float4 x, float mean, float alpha, float beta, int relu) {
+    float4 v = fma(x - mean, (float4)(alpha), (float4)(beta));
+    return relu ? select(v, (float4)(0.0f), v < 0.0f) : v;
+}
+
+static float bn_act(float x, float mean, float alpha, float beta, int relu) {
+    float v = bn_out(x, mean, alpha, beta);
+    return relu && v < 0.0f ? 0.0f : v;
+}
+
 /* y = (x - mean) * alpha + b per plane (n, c) (one work-item each, < N*C), alpha = invstd * w:
  * the batch statistics in keep, or with `running` the running ones in stats (invstd =
  * 1/sqrt(running_var + eps)). w = p[woff + c], b = p[boff + c]. Subtracting the mean first
  * keeps the precision that PyTorch CPU's x * alpha + (b - mean * alpha) loses when the mean is
- * large against the spread. */
+ * large against the spread. With hand >= 0 the plane (H x W) goes, row by row, also into ypad,
+ * the next convolution's padded input as pad_input writes it: planes of (H + 2*hand) x
+ * (W + 2*hand) whose zeros are already there (the padded hand-off); with `only`, there alone
+ * (nothing reads y). ypad is not touched when hand < 0. */
 __kernel void bn_forward_apply(__global float *y, __global const float *x,
                                __global const float *keep, __global const float *stats, int soff,
                                __global const float *p, int woff, int boff, int N, int C, int HW,
-                               int running, float eps, int relu) {
+                               int running, float eps, int relu, __global float *ypad, int hand,
+                               int only, int H, int W) {
     int id = get_global_id(0);
     if (id >= N * C) return;
     int c = id % C;
@@ -173,22 +198,41 @@ __kernel void bn_forward_apply(__global float *y, __global const float *x,
     float alpha = invstd * p[woff + c], beta = p[boff + c];
     __global const float *xr = x + id * HW;
     __global float *yr = y + id * HW;
-    int n16 = HW & ~15;
-    if (relu) { /* y < 0 gives 0, a NaN passes: relu_forward's rule */
-        for (int i = 0; i < n16; i += 16) {
-            float16 v = bn_out16(vload16(0, xr + i), mean, alpha, beta);
-            vstore16(select(v, (float16)(0.0f), v < 0.0f), 0, yr + i);
-        }
-        for (int i = n16; i < HW; i++) {
-            float v = bn_out(xr[i], mean, alpha, beta);
-            yr[i] = v < 0.0f ? 0.0f : v;
+    if (hand >= 0) {
+        int Wq = W + 2 * hand;
+        __global float *d = ypad + (long)id * (H + 2 * hand) * Wq + hand * Wq + hand;
+        for (int h = 0; h < H; h++, d += Wq, xr += W, yr += W) {
+            int w = 0;
+            for (; w + 16 <= W; w += 16) {
+                float16 v = bn_act16(vload16(0, xr + w), mean, alpha, beta, relu);
+                vstore16(v, 0, d + w);
+                if (!only) vstore16(v, 0, yr + w);
+            }
+            if (w + 8 <= W) {
+                float8 v = bn_act8(vload8(0, xr + w), mean, alpha, beta, relu);
+                vstore8(v, 0, d + w);
+                if (!only) vstore8(v, 0, yr + w);
+                w += 8;
+            }
+            if (w + 4 <= W) {
+                float4 v = bn_act4(vload4(0, xr + w), mean, alpha, beta, relu);
+                vstore4(v, 0, d + w);
+                if (!only) vstore4(v, 0, yr + w);
+                w += 4;
+            }
+            for (; w < W; w++) {
+                float v = bn_act(xr[w], mean, alpha, beta, relu);
+                d[w] = v;
+                if (!only) yr[w] = v;
+            }
         }
         return;
     }
+    int n16 = HW & ~15;
     for (int i = 0; i < n16; i += 16)
-        vstore16(bn_out16(vload16(0, xr + i), mean, alpha, beta), 0, yr + i);
+        vstore16(bn_act16(vload16(0, xr + i), mean, alpha, beta, relu), 0, yr + i);
     for (int i = n16; i < HW; i++)
-        yr[i] = bn_out(xr[i], mean, alpha, beta);
+        yr[i] = bn_act(xr[i], mean, alpha, beta, relu);
 }
 
 /* Chunk (g, c) of the gradient (one work-item each, g*C + c < G*C): part[c*G + g] = the sum

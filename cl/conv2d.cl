@@ -206,14 +206,29 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void pad_input(
         }                                                                                          \
     }
 
+/* The first `count` (1..8) lanes of v at p. */
+static void store_first(float8 v, __global float *p, int count) {
+    if (count == 8) {
+        vstore8(v, 0, p);
+        return;
+    }
+    float t[8];
+    vstore8(v, 0, t);
+    for (int j = 0; j < count; j++) p[j] = t[j];
+}
+
 /* MaxPool2d(2) fused into the store (pool != 0): y is then the pooled output (N, OC, PH, PW)
  * with PH = OH/2, PW = OW/2, and argmax records, as maxpool2_forward does, the index of each
  * window's maximum in the OH x OW plane: scan order (0,0), (0,1), (1,0), (1,1), strict '>',
  * a NaN wins. The values pooled are exactly those the unfused store would write. Eight
  * windows at once: p00..p11 hold each window's four values, base the plane index of each
- * window's top-left pixel; the first `count` results are stored. */
-void pool8_store(float8 p00, float8 p01, float8 p10, float8 p11, int8 base, int W,
-                 __global float *y, __global int *am, int count) {
+ * window's top-left pixel; the first `count` results are stored (values at y unless y is 0,
+ * argmaxes at am), and returned. The callers with hand >= 0 store them also into ypad, the next
+ * convolution's padded input: planes of (PH + 2*hand) x (PW + 2*hand) as pad_input writes them,
+ * whose zeros are already there (the padded hand-off); with `only`, there alone (nothing
+ * reads y). */
+float8 pool8_store(float8 p00, float8 p01, float8 p10, float8 p11, int8 base, int W,
+                   __global float *y, __global int *am, int count) {
     float8 m = p00;
     int8 best = (int8)(0), c;
     c = (p01 > m) | isnan(p01);
@@ -227,15 +242,15 @@ void pool8_store(float8 p00, float8 p01, float8 p10, float8 p11, int8 base, int 
     best = select(best, (int8)(W + 1), c);
     int8 idx = base + best;
     if (count == 8) {
-        vstore8(m, 0, y);
+        if (y) vstore8(m, 0, y);
         vstore8(idx, 0, am);
-        return;
+        return m;
     }
-    float tm[8];
+    if (y) store_first(m, y, count);
     int ti[8];
-    vstore8(m, 0, tm);
     vstore8(idx, 0, ti);
-    for (int j = 0; j < count; j++) y[j] = tm[j], am[j] = ti[j];
+    for (int j = 0; j < count; j++) am[j] = ti[j];
+    return m;
 }
 
 #define POOL_ROW(r)                                                                                \
@@ -245,8 +260,13 @@ void pool8_store(float8 p00, float8 p01, float8 p10, float8 p11, int8 base, int 
         int ph = oh0 / 2, pw0 = ow0 / 2;                                                           \
         long o = ((long)(n * OC + oc0 + r) * PH + ph) * PW + pw0;                                  \
         int8 base = 2 * ph * OW + 2 * pw0 + 2 * (int8)(0, 1, 2, 3, 4, 5, 6, 7);                    \
-        pool8_store(s0.even, s0.odd, s1.even, s1.odd, base, OW, y + yoff + o, argmax + o,          \
-                    min(8, PW - pw0));                                                             \
+        int cnt = min(8, PW - pw0);                                                                \
+        float8 m = pool8_store(s0.even, s0.odd, s1.even, s1.odd, base, OW,                         \
+                               only ? 0 : y + yoff + o, argmax + o, cnt);                          \
+        if (hand >= 0) {                                                                           \
+            long q = ((long)(n * OC + oc0 + r) * (PH + 2 * hand) + ph + hand) * (PW + 2 * hand);   \
+            store_first(m, ypad + q + pw0 + hand, cnt);                                            \
+        }                                                                                          \
     }
 
 /* One tile of conv_direct_s1: tile t of the output plane (16 columns x 2 rows), channels
@@ -254,7 +274,7 @@ void pool8_store(float8 p00, float8 p01, float8 p10, float8 p11, int8 base, int 
 static void direct_tile(__global float *y, int yoff, __global const float *xp,
                         __global const float *w, int woff, int boff, int has_bias, int C, int Hp,
                         int Wp, int OC, int K, int OH, int OW, __global int *argmax, int pool,
-                        int t, int oc0, int n) {
+                        __global float *ypad, int hand, int only, int t, int oc0, int n) {
     int tiles_w = (OW + 15) / 16;
     int ow0 = (t % tiles_w) * 16, oh0 = (t / tiles_w) * 2;
     if (oh0 >= OH || oc0 >= OC) return;
@@ -271,16 +291,17 @@ static void direct_tile(__global float *y, int yoff, __global const float *xp,
     STORE_ROW(4) STORE_ROW(5) STORE_ROW(6) STORE_ROW(7)
 }
 
-/* `per` consecutive tiles per work-item (tiles past the plane are skipped).
+/* `per` consecutive tiles per work-item (tiles past the plane are skipped). ypad, hand and
+ * only: the padded hand-off of the fused pool (hand < 0: none; ypad is then not touched).
  * global = (ceil(ceil(OW/16) * ceil(OH/2) / per), ceil(OC/8), N). */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
     __global float *y, int yoff, __global const float *xp, __global const float *w, int woff,
     int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH, int OW,
-    __global int *argmax, int pool, int per) {
+    __global int *argmax, int pool, __global float *ypad, int hand, int only, int per) {
     int oc0 = get_global_id(1) * 8, n = get_global_id(2);
     for (int t = get_global_id(0) * per, end = t + per; t < end; t++)
         direct_tile(y, yoff, xp, w, woff, boff, has_bias, C, Hp, Wp, OC, K, OH, OW, argmax, pool,
-                    t, oc0, n);
+                    ypad, hand, only, t, oc0, n);
 }
 
 /* The same for outputs at most 8 wide (8x8 and 7x7 maps and the like), where a float16 would
@@ -307,21 +328,29 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1(
     }
 
 /* The fused 2x2 pool of the 8-wide kernel: rows oh0..oh0+3 give pooled rows oh0/2 and
- * oh0/2 + 1, 4 wide each and adjacent in y, so one 8-window call covers both. */
+ * oh0/2 + 1, 4 wide each and adjacent in y, so one 8-window call covers both (in a padded
+ * hand-off, two rows of the padded plane). */
 #define POOL_ROW8(r)                                                                               \
     if (oc0 + r < OC && ph0 < PH) {                                                                \
         float bias = has_bias ? w[boff + oc0 + r] : 0.0f;                                          \
         float16 s0 = a##r + bias, s1 = b##r + bias;                                                \
         long o = ((long)(n * OC + oc0 + r) * PH + ph0) * 4;                                        \
-        pool8_store((float8)(s0.lo.even, s1.lo.even), (float8)(s0.lo.odd, s1.lo.odd),              \
-                    (float8)(s0.hi.even, s1.hi.even), (float8)(s0.hi.odd, s1.hi.odd), base, 8,     \
-                    y + yoff + o, argmax + o, ph0 + 1 < PH ? 8 : 4);                               \
+        float8 m = pool8_store((float8)(s0.lo.even, s1.lo.even), (float8)(s0.lo.odd, s1.lo.odd),   \
+                               (float8)(s0.hi.even, s1.hi.even), (float8)(s0.hi.odd, s1.hi.odd),   \
+                               base, 8, only ? 0 : y + yoff + o, argmax + o, ph0 + 1 < PH ? 8 : 4);\
+        if (hand >= 0) {                                                                           \
+            int wq = 4 + 2 * hand;                                                                 \
+            __global float *d =                                                                    \
+                ypad + ((long)(n * OC + oc0 + r) * (PH + 2 * hand) + ph0 + hand) * wq + hand;      \
+            vstore4(m.lo, 0, d);                                                                   \
+            if (ph0 + 1 < PH) vstore4(m.hi, 0, d + wq);                                            \
+        }                                                                                          \
     }
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_direct_s1_w8(
     __global float *y, int yoff, __global const float *xp, __global const float *w, int woff,
     int boff, int has_bias, int C, int Hp, int Wp, int OC, int K, int OH, int OW,
-    __global int *argmax, int pool) {
+    __global int *argmax, int pool, __global float *ypad, int hand, int only) {
     int oh0 = get_global_id(0) * 4, oc0 = get_global_id(1) * 8, n = get_global_id(2), ow0 = 0;
     if (oh0 >= OH || oc0 >= OC) return;
     DIRECT_SETUP

@@ -33,18 +33,24 @@ __kernel void maxpool_forward(__global float *y, int yoff, __global int *argmax,
  * work-item per output row, eight windows per step from two 16-wide loads of its two input
  * rows (four from 8-wide loads on rows under 8 windows); a row's last step is its last eight
  * (four) windows, overlapping the one before and writing the same values again, so no
- * scalar tail remains. Needs OW >= 4 (maxpool2_forward_px below takes narrower rows). */
+ * scalar tail remains. Needs OW >= 4 (maxpool2_forward_px below takes narrower rows). The padded
+ * hand-off: with hand >= 0 each row goes also into ypad, the next convolution's padded input as
+ * pad_input writes it (planes of (OH + 2*hand) x (OW + 2*hand) whose zeros are already there),
+ * and with `only` there alone (nothing reads y); ypad is not touched when hand < 0. (Not in
+ * the per-output kernels: their scattered stores cost more than the padding pass saves.) */
 /* window value v (offset w from the window's top-left) replaces the running maximum m if
  * larger or NaN */
 #define POOL2_PICK(v, w) c = ((v) > m) | isnan(v), m = select(m, (v), c), best = select(best, w, c)
 __kernel void maxpool2_forward(__global float *y, int yoff, __global int *argmax,
                                __global const float *x, int xoff, int NC, int H, int W, int OH,
-                               int OW) {
+                               int OW, __global float *ypad, int hand, int only) {
     int r = get_global_id(0);
     if (r >= NC * OH) return;
     int oh = r % OH, nc = r / OH;
     __global const float *x0 = x + xoff + ((long)nc * H + 2 * oh) * W, *x1 = x0 + W;
     __global float *yr = y + yoff + (long)r * OW;
+    long q = ((long)nc * (OH + 2 * hand) + oh + hand) * (OW + 2 * hand) + hand;
+    __global float *pr = hand < 0 ? 0 : ypad + q;
     __global int *ar = argmax + (long)r * OW;
     int base = 2 * oh * W;
     if (OW >= 8) {
@@ -57,7 +63,8 @@ __kernel void maxpool2_forward(__global float *y, int yoff, __global int *argmax
             POOL2_PICK(t.odd, (int8)(1));
             POOL2_PICK(u.even, (int8)(W));
             POOL2_PICK(u.odd, (int8)(W + 1));
-            vstore8(m, 0, yr + o);
+            if (!only) vstore8(m, 0, yr + o);
+            if (pr) vstore8(m, 0, pr + o);
             vstore8(base + 2 * o + lane + best, 0, ar + o);
         }
         return;
@@ -72,7 +79,8 @@ __kernel void maxpool2_forward(__global float *y, int yoff, __global int *argmax
             POOL2_PICK(t.odd, (int4)(1));
             POOL2_PICK(u.even, (int4)(W));
             POOL2_PICK(u.odd, (int4)(W + 1));
-            vstore4(m, 0, yr + o);
+            if (!only) vstore4(m, 0, yr + o);
+            if (pr) vstore4(m, 0, pr + o);
             vstore4(base + 2 * o + lane + best, 0, ar + o);
         }
     }

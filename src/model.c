@@ -276,6 +276,8 @@ static clcnn_status alloc_node(clcnn_model *m, int i, int n) {
     if ((st = alloc_named(m, &b->keep_pad, b->ws.keep_pad, 4, "the padded input of layer %d",
                           N->layer)))
         return st;
+    /* handed off: the producer writes the inside, nothing ever writes the zeros around it */
+    if (N->x_padded && (st = fill_zero(m, b->keep_pad, b->ws.keep_pad))) return st;
     return alloc_named(m, &b->keep_col, b->ws.keep_col, 4, "the im2col matrix of layer %d",
                        N->layer);
 }
@@ -370,6 +372,12 @@ static clcnn_io node_io(const clcnn_model *m, int i, int n, int training) {
         io.x[s] = m->act[N->in[s] + 1];
     io.y = m->act[i + 1], io.gy = m->gact[i + 1];
     io.aux = b->aux, io.keep_col = b->keep_col, io.keep_pad = b->keep_pad;
+    if (N->pad_to >= 0) {
+        const clcnn_node *C = &m->nodes[N->pad_to];
+        io.ypad = m->bufs[N->pad_to].keep_pad, io.ypad_pad = C->conv.pad;
+        io.ypad_only = N->pad_only;
+    }
+    io.x_padded = N->x_padded;
     io.ws = m->shared;
     io.N = n;
     io.training = training;

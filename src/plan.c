@@ -41,6 +41,30 @@ static void fuse(clcnn_model *m, int i, const clcnn_plan_force *force) {
             if (m->nodes[k].in[s] > i) m->nodes[k].in[s]--;
 }
 
+/* The padded hand-off: a node that keeps its input padded for the direct kernels (keep_pad; a
+ * direct convolution) has it written there by its input's producer, in the producer's forward,
+ * when the producer's layer can (writes_padded) and hands off to no other node: the separate
+ * padding pass, a read and a write of the whole tensor, goes; where the convolution is the
+ * output's only reader (its backward reads keep_pad), the producer writes only the padded copy.
+ * The zeros around it are written once, when the buffer is allocated (model.c). Off with the
+ * context's no_pad_handoff. */
+static void plan_handoff(clcnn_model *m) {
+    for (int j = 0; j < m->n_nodes; j++)
+        m->nodes[j].pad_to = -1, m->nodes[j].pad_only = m->nodes[j].x_padded = 0;
+    if (m->ctx->no_pad_handoff) return;
+    for (int j = 0; j < m->n_nodes; j++) {
+        clcnn_node *c = &m->nodes[j];
+        clcnn_node_ws ws = {0};
+        if (c->n_in != 1 || c->in[0] < 0 || !c->ops->workspace) continue;
+        clcnn_node *p = &m->nodes[c->in[0]];
+        if (p->pad_to >= 0 || p->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_VIEW ||
+            !p->ops->writes_padded || !p->ops->writes_padded(p))
+            continue;
+        c->ops->workspace(m->ctx, c, 1, &ws);
+        if (ws.keep_pad) p->pad_to = j, p->pad_only = only_link(m, c->in[0], j), c->x_padded = 1;
+    }
+}
+
 /* Checks of the whole model: flat logits at the end, something to train, a bounded size. */
 static clcnn_status check_model(clcnn_model *m, clcnn_params *pl) {
     const clcnn_shape *y = &m->nodes[m->n_nodes - 1].y;
@@ -170,6 +194,7 @@ clcnn_status clcnn_plan_build(clcnn_model *m, const clcnn_layer_desc *descs, int
             a->ops->can_fuse(m->ctx, a, &m->nodes[i + 1]))
             fuse(m, i, force);
     }
+    plan_handoff(m);
     return CLCNN_SUCCESS;
 }
 
@@ -205,9 +230,11 @@ size_t clcnn_plan_format(const clcnn_model *m, int N, char *buf, size_t size) {
         else
             snprintf(out, sizeof out, "%dx%dx%d", n->y.c, n->y.h, n->y.w);
         if (n->ops->workspace) n->ops->workspace(m->ctx, n, N, &w);
-        clcnn_appendf(buf, size, &used, "%-4d %-20s %-7s %-12s %-12s %-12s %-12s %.1f KiB\n", i,
-                      name, in, out, clcnn_algo_name(n->algo[0]), clcnn_algo_name(n->algo[1]),
+        clcnn_appendf(buf, size, &used, "%-4d %-20s %-7s %-12s %-12s %-12s %-12s %.1f KiB", i, name,
+                      in, out, clcnn_algo_name(n->algo[0]), clcnn_algo_name(n->algo[1]),
                       clcnn_algo_name(n->algo[2]), node_bytes(&w) / 1024.0);
+        if (n->pad_to >= 0) clcnn_appendf(buf, size, &used, ", pads for %d", n->pad_to);
+        clcnn_appendf(buf, size, &used, "\n");
     }
     return used;
 }

@@ -1,7 +1,9 @@
 /* Model-level tests through the public API: parameter names and shapes as PyTorch's
  * state_dict, input-dependent shapes (1x28x28 and 3x32x32), initialisation bounds, bit-for-bit
  * repeatability from --seed, shape and argument errors, and a short training run on a
- * learnable synthetic data set that must drive the loss well below its start. */
+ * learnable synthetic data set that must drive the loss well below its start. With the
+ * context's internal switches: the padded hand-off against the separate padding pass. */
+#include "context.h"
 #include "rng.h"
 #include "safetensors.h"
 #include "testutil.h"
@@ -371,9 +373,89 @@ static void check_training(void) {
     clcnn_model_free(b);
 }
 
-int main(void) {
+/* How many nodes of m's plan for a batch of n write a consumer's padded input. */
+static int handoffs(const clcnn_model *m, int n) {
+    char plan[4096];
+    int k = 0;
+    clcnn_model_plan(m, n, plan, sizeof plan);
+    for (const char *p = plan; (p = strstr(p, "pads for")); p++)
+        k++;
+    return k;
+}
+
+/* The padded hand-off (a producer's forward writes the next direct convolution's padded input)
+ * gives what the separate padding pass gives, bit for bit: losses of training steps (a full
+ * batch, then a smaller one, whose planes end before the buffer's), an evaluation and the
+ * logits, for a model on a 3 x S x S input that has `want` hand-offs. */
+static void check_pad_handoff(const char *spec, int S, int want) {
+    enum { B = 12, C = 5 };
+    int HW = 3 * S * S;
+    clcnn_model *m[2] = {NULL, NULL};
+    int algo = ctx->conv_algo;
+    ctx->conv_algo = CLCNN_CONV_ALGO_DIRECT; /* the 4x4 and 2x2 maps too */
+    for (int i = 0; i < 2; i++) {
+        ctx->no_pad_handoff = i;
+        CHECK(clcnn_model_create(&m[i], ctx, spec, 3, S, S, 7) == CLCNN_SUCCESS);
+    }
+    ctx->no_pad_handoff = 0;
+    ctx->conv_algo = algo;
+    if (!m[0] || !m[1]) return;
+    CHECK_MSG(handoffs(m[0], B) == want && handoffs(m[1], B) == 0, "%s: %d and %d hand-offs", spec,
+              handoffs(m[0], B), handoffs(m[1], B));
+    float *x = malloc(B * HW * sizeof *x), out[2][B * 10], loss[2];
+    uint8_t y[B];
+    clcnn_rng r;
+    clcnn_rng_seed(&r, 11);
+    for (int s = 0; s < 4; s++) {
+        int n = s < 3 ? B : C;
+        for (int i = 0; i < n * HW; i++)
+            x[i] = (float)clcnn_rng_uniform(&r) - 0.5f;
+        for (int i = 0; i < n; i++)
+            y[i] = (uint8_t)clcnn_rng_below(&r, 10);
+        for (int i = 0; i < 2; i++) {
+            CHECK(clcnn_model_train_batch(m[i], x, y, n) == CLCNN_SUCCESS);
+            CHECK(clcnn_model_last_loss(m[i], &loss[i], NULL) == CLCNN_SUCCESS);
+        }
+        CHECK_MSG(memcmp(&loss[0], &loss[1], sizeof loss[0]) == 0, "%s: step %d: %.9g vs %.9g",
+                  spec, s, loss[0], loss[1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        CHECK(clcnn_model_eval_batch(m[i], x, y, C) == CLCNN_SUCCESS);
+        CHECK(clcnn_model_last_loss(m[i], &loss[i], NULL) == CLCNN_SUCCESS);
+        CHECK(clcnn_model_predict(m[i], x, C, out[i]) == CLCNN_SUCCESS);
+    }
+    CHECK_MSG(memcmp(&loss[0], &loss[1], sizeof loss[0]) == 0, "%s: evaluation: %.9g vs %.9g", spec,
+              loss[0], loss[1]);
+    CHECK(memcmp(out[0], out[1], C * 10 * sizeof(float)) == 0);
+    free(x);
+    clcnn_model_free(m[0]);
+    clcnn_model_free(m[1]);
+}
+
+/* Every kind of producer: fused pools from the 16-wide direct kernel and the 8-wide one,
+ * BatchNorm+ReLU on 16- and 6-wide rows, MaxPool2d's row kernel on 8- and 4-wide rows (the
+ * first also feeding a residual sum, so it writes its output too), and a residual sum; then a
+ * MaxPool2d with rows under 4 wide, which hands off nothing. */
+static void check_pad_handoffs(void) {
+    check_pad_handoff(
+        "conv(8,3,pad=1) maxpool(2) conv(16,3,pad=1,bias=0) bn relu "
+        "conv(8,3,pad=1,bias=0) bn relu maxpool(2) "
+        "res(conv(8,3,pad=1) relu conv(8,3,pad=1)) conv(8,3,pad=1) maxpool(2) "
+        "conv(8,3,pad=1,bias=0) bn relu maxpool(2) conv(8,3,pad=1) flatten linear(10)",
+        32, 5);
+    check_pad_handoff("conv(8,3,pad=1) relu maxpool(2) conv(8,3,pad=1) flatten linear(10)", 8, 1);
+    check_pad_handoff("conv(8,3,pad=1,bias=0) bn relu conv(8,3,pad=1) flatten linear(10)", 6, 1);
+}
+
+int main(int argc, char **argv) {
     clcnn_devices *devs = NULL;
     ctx = test_context(&devs);
+    if (argc > 1 && !strcmp(argv[1], "handoff")) { /* that check alone (under oclgrind) */
+        check_pad_handoffs();
+        clcnn_context_free(ctx);
+        clcnn_devices_free(devs);
+        return test_finish("test_model handoff");
+    }
     check_names();
     check_nested_names();
     check_errors();
@@ -381,6 +463,7 @@ int main(void) {
     check_long_spec();
     check_failed_load();
     check_training();
+    check_pad_handoffs();
     clcnn_context_free(ctx);
     clcnn_devices_free(devs);
     return test_finish("test_model");

@@ -165,6 +165,14 @@ static clcnn_status bn_normalise(const clcnn_node *n, const clcnn_io *io, int ru
     CLCNN_ARG(&a, running);
     CLCNN_ARG(&a, eps);
     CLCNN_ARG(&a, relu);
+    /* the padded hand-off: the output also into the next convolution's padded input */
+    cl_mem yp = io->ypad ? io->ypad : io->y;
+    int hand = io->ypad ? io->ypad_pad : -1, h = n->x.flat ? 1 : n->x.h, w = n->x.flat ? 1 : n->x.w;
+    CLCNN_ARG(&a, yp);
+    CLCNN_ARG(&a, hand);
+    CLCNN_ARG(&a, io->ypad_only);
+    CLCNN_ARG(&a, h);
+    CLCNN_ARG(&a, w);
     return bn_launch(io->ctx, k, &a, (size_t)N * C);
 }
 
@@ -262,6 +270,11 @@ static int bn_can_fuse(const clcnn_context *ctx, const clcnn_node *n, const clcn
     return n->n_layers == 1 && next->d.kind == CLCNN_LAYER_RELU;
 }
 
+/* bn_forward_apply writes the output also into the next convolution's padded input. */
+static int bn_writes_padded(const clcnn_node *n) {
+    return !n->x.flat;
+}
+
 const clcnn_layer_ops clcnn_bn_ops = {
     .syntax = &clcnn_bn_syntax,
     .shape = bn_shape,
@@ -273,4 +286,5 @@ const clcnn_layer_ops clcnn_bn_ops = {
     .workspace = bn_workspace,
     .forward = bn_forward,
     .backward = bn_backward,
+    .writes_padded = bn_writes_padded,
 };

@@ -351,7 +351,8 @@ enum { DIRECT_ITEM_FMAS = 4096 };
 /* The direct stride-1 convolution: pad the input once, then one launch for the batch. */
 static clcnn_status conv_direct(clcnn_context *ctx, cl_mem xp, int padded,
                                 const clcnn_conv2d_shape *s, cl_mem y, cl_mem x, cl_mem params,
-                                int woff, int boff, int N, cl_mem argmax) {
+                                int woff, int boff, int N, cl_mem argmax, cl_mem ypad, int ypad_pad,
+                                int ypad_only) {
     int hp = s->H + 2 * s->pad, wp = s->W + 2 * s->pad, nc = N * s->C, zero = 0;
     int slack = (int)pad_slack((size_t)wp);
     clcnn_kern *pad = clcnn_kernel(ctx, CLCNN_K_pad_input);
@@ -389,6 +390,12 @@ conv:
     cl_mem am = pool ? argmax : y; /* a valid buffer the kernel does not touch */
     CLCNN_ARG(&b, am);
     CLCNN_ARG(&b, pool);
+    /* the pooled output also into the next convolution's padded input (-1: no hand-off) */
+    cl_mem yp = pool && ypad ? ypad : y;
+    int hand = pool && ypad ? ypad_pad : -1, only = hand >= 0 && ypad_only;
+    CLCNN_ARG(&b, yp);
+    CLCNN_ARG(&b, hand);
+    CLCNN_ARG(&b, only);
     size_t tiles = (size_t)((s->OW + 15) / 16) * (size_t)((s->OH + 1) / 2);
     /* tiles per work-item: a tile of a layer with few taps is too little work for one */
     int tpw = DIRECT_ITEM_FMAS / (s->C * s->K * s->K * 16);
@@ -467,7 +474,8 @@ typedef struct wgrad_args {
 /* Pads x into w->xp unless the forward left it there. */
 static clcnn_status wgrad_pad(clcnn_context *ctx, const wgrad_args *w) {
     const clcnn_io *io = w->io;
-    return conv_direct(ctx, w->xp, w->padded, w->s, NULL, io->x[0], io->params, 0, 0, io->N, NULL);
+    return conv_direct(ctx, w->xp, w->padded, w->s, NULL, io->x[0], io->params, 0, 0, io->N, NULL,
+                       NULL, 0, 0);
 }
 
 /* Pixel-row GEMM: gy to pixel rows, then an implicit GEMM against the padded input, per
@@ -798,15 +806,18 @@ static clcnn_status conv_forward(const clcnn_node *n, const clcnn_io *io) {
     const clcnn_conv2d_shape *s = &n->conv;
     int boff = io->boff < 0 ? 0 : io->boff;
     cl_mem xp = io->keep_pad ? io->keep_pad : io->xpad;
+    int handed = io->x_padded; /* keep_pad already holds x: its producer wrote it there */
+    CLCNN_ASSERT(!handed || io->keep_pad);
     switch (n->algo[CLCNN_PASS_FORWARD]) {
     case CLCNN_ALGO_DIRECT:
-        return conv_direct(io->ctx, xp, 0, s, io->y, io->x[0], io->params, io->woff, boff, io->N,
-                           NULL);
+        return conv_direct(io->ctx, xp, handed, s, io->y, io->x[0], io->params, io->woff, boff,
+                           io->N, NULL, NULL, 0, 0);
     case CLCNN_ALGO_DIRECT_POOL:
-        return conv_direct(io->ctx, xp, 0, s, io->y, io->x[0], io->params, io->woff, boff, io->N,
-                           io->aux);
+        return conv_direct(io->ctx, xp, handed, s, io->y, io->x[0], io->params, io->woff, boff,
+                           io->N, io->aux, io->ypad, io->ypad_pad, io->ypad_only);
     case CLCNN_ALGO_DIRECT_LANES: {
-        clcnn_status st = conv_direct(io->ctx, xp, 0, s, NULL, io->x[0], NULL, 0, 0, io->N, NULL);
+        clcnn_status st = conv_direct(io->ctx, xp, handed, s, NULL, io->x[0], NULL, 0, 0, io->N,
+                                      NULL, NULL, 0, 0);
         if (st) return st;
         return conv_bcast(io->ctx, xp, s, io->y, io->params, io->woff, boff, 0, io->wflip, io->N);
     }
@@ -833,7 +844,7 @@ static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_
     CLCNN_ASSERT(!padded || a == CLCNN_ALGO_FLIP_LANES || a == CLCNN_ALGO_FLIP_DIRECT);
     if (a == CLCNN_ALGO_FLIP_LANES) {
         /* pad gy, then the flipped weights go straight into lanes layout */
-        st = conv_direct(ctx, io->xpad, padded, &g, NULL, gy, NULL, 0, 0, io->N, NULL);
+        st = conv_direct(ctx, io->xpad, padded, &g, NULL, gy, NULL, 0, 0, io->N, NULL, NULL, 0, 0);
         if (st) return st;
         return conv_bcast(ctx, io->xpad, &g, io->gx[0], io->params, io->woff, 0, 1, io->wflip,
                           io->N);
@@ -848,7 +859,8 @@ static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_
     CLCNN_ARG(&f, s->K);
     if ((st = clcnn_launch1d(ctx, flip, &f, (size_t)s->OC * s->C))) return st;
     if (a == CLCNN_ALGO_FLIP_DIRECT)
-        return conv_direct(ctx, io->xpad, padded, &g, io->gx[0], gy, io->wflip, 0, 0, io->N, NULL);
+        return conv_direct(ctx, io->xpad, padded, &g, io->gx[0], gy, io->wflip, 0, 0, io->N, NULL,
+                           NULL, 0, 0);
     if (a == CLCNN_ALGO_FLIP_IMPLICIT)
         return conv_implicit(ctx, &g, io->gx[0], gy, io->wflip, 0, 0, io->N,
                              z < 0 ? implicit_size_of(ctx) : z);
@@ -1077,6 +1089,12 @@ static int conv_can_fuse(const clcnn_context *ctx, const clcnn_node *n, const cl
             n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_LANES);
 }
 
+/* The fused pool's store writes the pooled output into the next convolution's padded input
+ * too (both direct kernels, POOL_ROW and POOL_ROW8 in cl/conv2d.cl). */
+static int conv_writes_padded(const clcnn_node *n) {
+    return n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_DIRECT_POOL;
+}
+
 const clcnn_layer_ops clcnn_conv2d_ops = {
     .syntax = &clcnn_conv2d_syntax,
     .shape = conv_shape,
@@ -1087,4 +1105,5 @@ const clcnn_layer_ops clcnn_conv2d_ops = {
     .workspace = conv_workspace,
     .forward = conv_forward,
     .backward = conv_backward,
+    .writes_padded = conv_writes_padded,
 };

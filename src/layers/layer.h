@@ -112,6 +112,11 @@ typedef struct clcnn_node {
     int param0, n_params;   /* its parameters: params[param0 .. param0 + n_params) */
     int need_gx;            /* whether some node before it has parameters */
     clcnn_algo algo[CLCNN_PASS_COUNT];
+    /* The padded hand-off (plan.c): pad_to is the node whose kept padded input (keep_pad) this
+     * node's forward writes as well as its output (-1: none), pad_only that it writes only
+     * that (the consumer is the output's only reader); x_padded says that the node's keep_pad
+     * is written so by its input's producer, and its forward pads nothing. */
+    int pad_to, pad_only, x_padded;
     clcnn_conv2d_shape conv; /* convolution nodes */
     double flops;            /* forward multiply-adds x 2 per sample */
     char label[2][48];       /* profiling section names: forward, backward */
@@ -129,6 +134,12 @@ typedef struct clcnn_io {
     cl_mem x[2], gx[2]; /* gx[i] NULL: that input's gradient is not needed */
     cl_mem y, gy;
     cl_mem aux, keep_col, keep_pad;
+    /* The padded hand-off: the forward writes y also into ypad (a consumer's keep_pad),
+     * zero-padded by ypad_pad on each side as pad_input leaves it, the zeros already there
+     * (ypad NULL: no hand-off), and with ypad_only there alone (nothing reads y); x_padded:
+     * keep_pad already holds x[0] so padded. */
+    cl_mem ypad;
+    int ypad_pad, ypad_only, x_padded;
     clcnn_node_ws ws; /* what was allocated for this batch */
     int N;
     int training; /* 1: a training step; 0: evaluation or prediction (PyTorch's model.eval()) */
@@ -187,6 +198,9 @@ typedef struct clcnn_layer_ops {
     void (*workspace)(const clcnn_context *ctx, const clcnn_node *n, int N, clcnn_node_ws *ws);
     clcnn_status (*forward)(const clcnn_node *n, const clcnn_io *io);
     clcnn_status (*backward)(const clcnn_node *n, const clcnn_io *io);
+    /* Whether n's forward, under its plan, can also write its output zero-padded into a
+     * consumer's kept padded input (io->ypad); NULL: never. */
+    int (*writes_padded)(const clcnn_node *n);
 } clcnn_layer_ops;
 
 /* The ops of a layer kind (registry.c). */

@@ -60,7 +60,10 @@ clcnn_status clcnn_window_shape(clcnn_node *n, clcnn_error *e, const char *where
 
 static clcnn_status pool_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem argmax, cl_mem x,
                                  int xoff, int NC, int H, int W, int K, int stride, int pad, int OH,
-                                 int OW) {
+                                 int OW, const clcnn_io *io) {
+    /* the padded hand-off (cl/maxpool2d.cl): the output also into the next convolution's input */
+    cl_mem yp = io->ypad ? io->ypad : y;
+    int hand = io->ypad ? io->ypad_pad : -1, only = hand >= 0 && io->ypad_only;
     if (K == 2 && stride == 2 && pad == 0) {
         int rows = OW >= 4; /* maxpool2_forward: a row per work-item; _px: an output each */
         clcnn_kern *k2 =
@@ -76,8 +79,15 @@ static clcnn_status pool_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem 
         CLCNN_ARG(&a, W);
         CLCNN_ARG(&a, OH);
         CLCNN_ARG(&a, OW);
+        CLCNN_ASSERT(rows || !io->ypad); /* maxpool_writes_padded */
+        if (rows) {
+            CLCNN_ARG(&a, yp);
+            CLCNN_ARG(&a, hand);
+            CLCNN_ARG(&a, only);
+        }
         return clcnn_launch1d(ctx, k2, &a, (size_t)NC * OH * (rows ? 1 : (size_t)OW));
     }
+    CLCNN_ASSERT(!io->ypad);
     clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_maxpool_forward);
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, y);
@@ -167,7 +177,7 @@ static clcnn_status maxpool_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *
 static clcnn_status maxpool_forward(const clcnn_node *n, const clcnn_io *io) {
     const clcnn_layer_desc *d = &n->d;
     return pool_forward(io->ctx, io->y, 0, io->aux, io->x[0], 0, io->N * n->x.c, n->x.h, n->x.w,
-                        d->kernel, d->stride, d->pad, n->y.h, n->y.w);
+                        d->kernel, d->stride, d->pad, n->y.h, n->y.w, io);
 }
 
 /* gx (N, C, H, W) from gy through the argmax; overlapping windows accumulate. */
@@ -184,6 +194,13 @@ static void maxpool_workspace(const clcnn_context *ctx, const clcnn_node *n, int
     ws->aux = (size_t)N * n->y.c * n->y.h * n->y.w;
 }
 
+/* maxpool2_forward (2x2 windows, rows of 4 or more) writes the output also into the next
+ * convolution's padded input. */
+static int maxpool_writes_padded(const clcnn_node *n) {
+    const clcnn_layer_desc *d = &n->d;
+    return d->kernel == 2 && d->stride == 2 && d->pad == 0 && n->y.w >= 4;
+}
+
 const clcnn_layer_ops clcnn_maxpool2d_ops = {
     .syntax = &clcnn_maxpool2d_syntax,
     .shape = maxpool_shape,
@@ -192,4 +209,5 @@ const clcnn_layer_ops clcnn_maxpool2d_ops = {
     .workspace = maxpool_workspace,
     .forward = maxpool_forward,
     .backward = maxpool_backward,
+    .writes_padded = maxpool_writes_padded,
 };

@@ -25,7 +25,7 @@
     X(GELU, gelu, K(gelu_forward) K(gelu_backward))                                                \
     X(DROPOUT, dropout, K(dropout_forward))                                                        \
     X(SCALE, scale, K(scale_f32))                                                                  \
-    X(RES, res, K(add_f32) K(copy_f32))                                                            \
+    X(RES, res, K(add_f32) K(add_f32_pad) K(copy_f32))                                             \
     X(BATCHNORM, bn, K(bn_stats_partial) K(bn_stats_reduce) K(bn_forward_apply)                    \
       K(bn_backward_partial) K(bn_backward_reduce) K(bn_backward_apply))                           \
     X(AVGPOOL2D, avgpool2d, K(avgpool_forward) K(avgpool_backward))                                \

@@ -13,8 +13,23 @@ const clcnn_layer_syntax clcnn_res_syntax = {
 };
 
 static clcnn_status res_forward(const clcnn_node *n, const clcnn_io *io) {
-    clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_add_f32);
     int count = io->N * n->y.c * n->y.h * n->y.w;
+    if (io->ypad) { /* the padded hand-off: the sum also into the next convolution's input */
+        clcnn_kern *kp = clcnn_kernel(io->ctx, CLCNN_K_add_f32_pad);
+        int rows = io->N * n->y.c * n->y.h;
+        clcnn_args p = {kp->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&p, io->y);
+        CLCNN_ARG(&p, io->x[0]);
+        CLCNN_ARG(&p, io->x[1]);
+        CLCNN_ARG(&p, rows);
+        CLCNN_ARG(&p, n->y.h);
+        CLCNN_ARG(&p, n->y.w);
+        CLCNN_ARG(&p, io->ypad);
+        CLCNN_ARG(&p, io->ypad_pad);
+        CLCNN_ARG(&p, io->ypad_only);
+        return clcnn_launch1d(io->ctx, kp, &p, (size_t)rows);
+    }
+    clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_add_f32);
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, io->y);
     CLCNN_ARG(&a, io->x[0]);
@@ -47,6 +62,11 @@ static int res_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, cl
     return n->need_gx ? (out[0] = CLCNN_ALGO_KERNEL, 1) : 0;
 }
 
+/* add_f32_pad writes the sum also into the next convolution's padded input. */
+static int res_writes_padded(const clcnn_node *n) {
+    return !n->y.flat;
+}
+
 const clcnn_layer_ops clcnn_res_ops = {
     .syntax = &clcnn_res_syntax,
     .shape = clcnn_shape_same,
@@ -54,4 +74,5 @@ const clcnn_layer_ops clcnn_res_ops = {
     .plan = clcnn_plan_rules_one,
     .forward = res_forward,
     .backward = res_backward,
+    .writes_padded = res_writes_padded,
 };
