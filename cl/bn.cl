@@ -235,6 +235,20 @@ __kernel void bn_forward_apply(__global float *y, __global const float *x,
         yr[i] = bn_act(xr[i], mean, alpha, beta, relu);
 }
 
+/* The H x W plane src (just written: in this core's cache) into the inside of the padded plane
+ * dst, (H + 2*pad) x (W + 2*pad), whose zeros are already there (the hand-offs). */
+static void pad_copy(__global float *dst, __global const float *src, int H, int W, int pad) {
+    int Wq = W + 2 * pad;
+    dst += pad * Wq + pad;
+    for (int h = 0; h < H; h++, dst += Wq, src += W) {
+        int w = 0;
+        for (; w + 16 <= W; w += 16) vstore16(vload16(0, src + w), 0, dst + w);
+        if (w + 8 <= W) vstore8(vload8(0, src + w), 0, dst + w), w += 8;
+        if (w + 4 <= W) vstore4(vload4(0, src + w), 0, dst + w), w += 4;
+        for (; w < W; w++) dst[w] = src[w];
+    }
+}
+
 /* Chunk (g, c) of the gradient (one work-item each, g*C + c < G*C): part[c*G + g] = the sum
  * of gy and part[(C + c)*G + g] = the sum of gy * (x - mean), mean = keep[c]; with relu, gy
  * masked by the fused ReLU (its input recomputed from x and the weight and bias in p). */
@@ -283,11 +297,15 @@ __kernel void bn_backward_reduce(__global float *grads, int woff, int boff, __gl
 }
 
 /* gx per plane (n, c) (one work-item each, < N*C) from the coefficients of
- * bn_backward_reduce; with relu, gy masked as in bn_backward_partial. */
+ * bn_backward_reduce; with relu, gy masked as in bn_backward_partial. With hand >= 0 the plane
+ * (H x W) goes also into gpad, the previous convolution's output gradient padded for its
+ * input-gradient convolution (planes of (H + 2*hand) x (W + 2*hand) whose zeros are already
+ * there: the backward's hand-off); gpad is not touched otherwise. */
 __kernel void bn_backward_apply(__global float *gx, __global const float *gy,
                                 __global const float *x, __global const float *keep,
                                 __global const float *coef, int coff, int N, int C, int HW,
-                                __global const float *p, int woff, int boff, int relu) {
+                                __global const float *p, int woff, int boff, int relu,
+                                __global float *gpad, int hand, int H, int W) {
     int id = get_global_id(0);
     if (id >= N * C) return;
     coef += coff;
@@ -306,12 +324,13 @@ __kernel void bn_backward_apply(__global float *gx, __global const float *gy,
         for (int i = n16; i < HW; i++)
             out[i] = a * (relu_mask(gr[i], bn_out(xr[i], mean, alpha, beta)) - gm -
                           (xr[i] - mean) * k);
-        return;
+    } else {
+        for (int i = 0; i < n16; i += 16) {
+            float16 d = vload16(0, xr + i) - mean;
+            vstore16(a * (vload16(0, gr + i) - gm - d * k), 0, out + i);
+        }
+        for (int i = n16; i < HW; i++)
+            out[i] = a * (gr[i] - gm - (xr[i] - mean) * k);
     }
-    for (int i = 0; i < n16; i += 16) {
-        float16 d = vload16(0, xr + i) - mean;
-        vstore16(a * (vload16(0, gr + i) - gm - d * k), 0, out + i);
-    }
-    for (int i = n16; i < HW; i++)
-        out[i] = a * (gr[i] - gm - (xr[i] - mean) * k);
+    if (hand >= 0) pad_copy(gpad + (long)id * (H + 2 * hand) * (W + 2 * hand), out, H, W, hand);
 }

@@ -269,7 +269,8 @@ int clcnn_model_output_size(const clcnn_model *model);
  * MaxPool2d(2) after it): its index, layer(s), input node(s) ("input" for the model's input),
  * per-sample output shape, the algorithm of its forward pass, weight gradient and input
  * gradient ("-" where a pass does not run), and the bytes of its buffers for that batch, then
- * ", pads for N" where its forward also writes node N's zero-padded input. The
+ * ", pads for N" where its forward also writes node N's zero-padded input (", pads gradient
+ * for N": its backward, node N's zero-padded output gradient). The
  * algorithms are chosen when the model is built, by rules per device type, unless
  * clcnn_context_options.conv_algo or CLCNN_CONV_ALGO forces them. snprintf-style: returns the
  * length the whole text needs; buf may be NULL when size is 0. */

@@ -147,6 +147,7 @@ static void release_batch(clcnn_model *m) {
         release(&m->bufs[i].aux);
         release(&m->bufs[i].keep_col);
         release(&m->bufs[i].keep_pad);
+        release(&m->bufs[i].keep_gpad);
     }
     free(m->act);
     free(m->gact);
@@ -236,6 +237,8 @@ static clcnn_status size_batch(clcnn_model *m, int n, clcnn_node_bufs *bufs, clc
         if ((st = check_elements(m, w->keep_col, n, what))) return st;
         snprintf(what, sizeof what, "the padded input of layer %d (%s)", N->layer, kind);
         if ((st = check_elements(m, w->keep_pad, n, what))) return st;
+        snprintf(what, sizeof what, "the padded gradient of layer %d (%s)", N->layer, kind);
+        if ((st = check_elements(m, w->keep_gpad, n, what))) return st;
     }
     if ((st = check_elements(m, shared->col, n, "the im2col workspace"))) return st;
     if ((st = check_elements(m, shared->rows, n, "the GEMM workspace"))) return st;
@@ -278,6 +281,10 @@ static clcnn_status alloc_node(clcnn_model *m, int i, int n) {
         return st;
     /* handed off: the producer writes the inside, nothing ever writes the zeros around it */
     if (N->x_padded && (st = fill_zero(m, b->keep_pad, b->ws.keep_pad))) return st;
+    if ((st = alloc_named(m, &b->keep_gpad, b->ws.keep_gpad, 4, "the padded gradient of layer %d",
+                          N->layer)))
+        return st;
+    if (b->keep_gpad && (st = fill_zero(m, b->keep_gpad, b->ws.keep_gpad))) return st;
     return alloc_named(m, &b->keep_col, b->ws.keep_col, 4, "the im2col matrix of layer %d",
                        N->layer);
 }
@@ -378,6 +385,11 @@ static clcnn_io node_io(const clcnn_model *m, int i, int n, int training) {
         io.ypad_only = N->pad_only;
     }
     io.x_padded = N->x_padded;
+    if (N->gpad_to >= 0) {
+        const clcnn_node *G = &m->nodes[N->gpad_to];
+        io.gxpad = m->bufs[N->gpad_to].keep_gpad, io.gxpad_pad = G->ops->gy_pad(G);
+    }
+    io.keep_gpad = b->keep_gpad, io.gy_padded = N->gy_padded;
     io.ws = m->shared;
     io.N = n;
     io.training = training;

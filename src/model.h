@@ -10,7 +10,7 @@
  * allocations (NULL when it asked for none). */
 typedef struct clcnn_node_bufs {
     clcnn_node_ws ws;
-    cl_mem aux, keep_col, keep_pad;
+    cl_mem aux, keep_col, keep_pad, keep_gpad;
 } clcnn_node_bufs;
 
 struct clcnn_model {

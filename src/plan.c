@@ -49,8 +49,10 @@ static void fuse(clcnn_model *m, int i, const clcnn_plan_force *force) {
  * The zeros around it are written once, when the buffer is allocated (model.c). Off with the
  * context's no_pad_handoff. */
 static void plan_handoff(clcnn_model *m) {
-    for (int j = 0; j < m->n_nodes; j++)
-        m->nodes[j].pad_to = -1, m->nodes[j].pad_only = m->nodes[j].x_padded = 0;
+    for (int j = 0; j < m->n_nodes; j++) {
+        clcnn_node *c = &m->nodes[j];
+        c->pad_to = c->gpad_to = -1, c->pad_only = c->x_padded = c->gy_padded = 0;
+    }
     if (m->ctx->no_pad_handoff) return;
     for (int j = 0; j < m->n_nodes; j++) {
         clcnn_node *c = &m->nodes[j];
@@ -62,6 +64,16 @@ static void plan_handoff(clcnn_model *m) {
             continue;
         c->ops->workspace(m->ctx, c, 1, &ws);
         if (ws.keep_pad) p->pad_to = j, p->pad_only = only_link(m, c->in[0], j), c->x_padded = 1;
+    }
+    /* the backward's: a node whose input gradient pass pads its output gradient (gy_pad) has it
+     * written padded by the backward of its output's only reader, when that layer can */
+    for (int j = 0; j + 1 < m->n_nodes; j++) {
+        clcnn_node *c = &m->nodes[j], *r = NULL;
+        for (int k = j + 1; k < m->n_nodes && !r; k++)
+            if (only_link(m, j, k)) r = &m->nodes[k];
+        if (r && c->ops->gy_pad && c->ops->gy_pad(c) >= 0 && r->ops->writes_gx_padded &&
+            r->ops->writes_gx_padded(r))
+            r->gpad_to = j, c->gy_padded = 1;
     }
 }
 
@@ -200,8 +212,8 @@ clcnn_status clcnn_plan_build(clcnn_model *m, const clcnn_layer_desc *descs, int
 
 /* Bytes a node's buffers take for a batch: its own and its share of the scratch. */
 static double node_bytes(const clcnn_node_ws *w) {
-    return 4.0 *
-           (double)(w->col + w->rows + w->xpad + w->wflip + w->keep_col + w->keep_pad + w->aux);
+    return 4.0 * (double)(w->col + w->rows + w->xpad + w->wflip + w->keep_col + w->keep_pad +
+                          w->keep_gpad + w->aux);
 }
 
 size_t clcnn_plan_format(const clcnn_model *m, int N, char *buf, size_t size) {
@@ -234,6 +246,7 @@ size_t clcnn_plan_format(const clcnn_model *m, int N, char *buf, size_t size) {
                       in, out, clcnn_algo_name(n->algo[0]), clcnn_algo_name(n->algo[1]),
                       clcnn_algo_name(n->algo[2]), node_bytes(&w) / 1024.0);
         if (n->pad_to >= 0) clcnn_appendf(buf, size, &used, ", pads for %d", n->pad_to);
+        if (n->gpad_to >= 0) clcnn_appendf(buf, size, &used, ", pads gradient for %d", n->gpad_to);
         clcnn_appendf(buf, size, &used, "\n");
     }
     return used;

@@ -373,12 +373,13 @@ static void check_training(void) {
     clcnn_model_free(b);
 }
 
-/* How many nodes of m's plan for a batch of n write a consumer's padded input. */
-static int handoffs(const clcnn_model *m, int n) {
+/* How many nodes of m's plan for a batch of n write a consumer's padded input (what: "pads for")
+ * or a producer's padded output gradient ("pads gradient for"). */
+static int handoffs(const clcnn_model *m, int n, const char *what) {
     char plan[4096];
     int k = 0;
     clcnn_model_plan(m, n, plan, sizeof plan);
-    for (const char *p = plan; (p = strstr(p, "pads for")); p++)
+    for (const char *p = plan; (p = strstr(p, what)); p++)
         k++;
     return k;
 }
@@ -386,8 +387,9 @@ static int handoffs(const clcnn_model *m, int n) {
 /* The padded hand-off (a producer's forward writes the next direct convolution's padded input)
  * gives what the separate padding pass gives, bit for bit: losses of training steps (a full
  * batch, then a smaller one, whose planes end before the buffer's), an evaluation and the
- * logits, for a model on a 3 x S x S input that has `want` hand-offs. */
-static void check_pad_handoff(const char *spec, int S, int want) {
+ * logits, for a model on a 3 x S x S input that has `want` hand-offs in the forward and
+ * `gwant` in the backward. */
+static void check_pad_handoff(const char *spec, int S, int want, int gwant) {
     enum { B = 12, C = 5 };
     int HW = 3 * S * S;
     clcnn_model *m[2] = {NULL, NULL};
@@ -400,8 +402,11 @@ static void check_pad_handoff(const char *spec, int S, int want) {
     ctx->no_pad_handoff = 0;
     ctx->conv_algo = algo;
     if (!m[0] || !m[1]) return;
-    CHECK_MSG(handoffs(m[0], B) == want && handoffs(m[1], B) == 0, "%s: %d and %d hand-offs", spec,
-              handoffs(m[0], B), handoffs(m[1], B));
+    int f[2], g[2];
+    for (int i = 0; i < 2; i++)
+        f[i] = handoffs(m[i], B, "pads for"), g[i] = handoffs(m[i], B, "pads gradient for");
+    CHECK_MSG(f[0] == want && g[0] == gwant && f[1] + g[1] == 0,
+              "%s: %d and %d hand-offs, %d and %d of gradients", spec, f[0], f[1], g[0], g[1]);
     float *x = malloc(B * HW * sizeof *x), out[2][B * 10], loss[2];
     uint8_t y[B];
     clcnn_rng r;
@@ -435,16 +440,20 @@ static void check_pad_handoff(const char *spec, int S, int want) {
 /* Every kind of producer: fused pools from the 16-wide direct kernel and the 8-wide one,
  * BatchNorm+ReLU on 16- and 6-wide rows, MaxPool2d's row kernel on 8- and 4-wide rows (the
  * first also feeding a residual sum, so it writes its output too), and a residual sum; then a
- * MaxPool2d with rows under 4 wide, which hands off nothing. */
+ * MaxPool2d with rows under 4 wide, which hands off nothing. In the backward, BatchNorm+ReLU
+ * hands the gradient of convolutions with 16-, 4- and 6-wide outputs over padded. */
 static void check_pad_handoffs(void) {
     check_pad_handoff(
         "conv(8,3,pad=1) maxpool(2) conv(16,3,pad=1,bias=0) bn relu "
         "conv(8,3,pad=1,bias=0) bn relu maxpool(2) "
         "res(conv(8,3,pad=1) relu conv(8,3,pad=1)) conv(8,3,pad=1) maxpool(2) "
         "conv(8,3,pad=1,bias=0) bn relu maxpool(2) conv(8,3,pad=1) flatten linear(10)",
-        32, 5);
-    check_pad_handoff("conv(8,3,pad=1) relu maxpool(2) conv(8,3,pad=1) flatten linear(10)", 8, 1);
-    check_pad_handoff("conv(8,3,pad=1,bias=0) bn relu conv(8,3,pad=1) flatten linear(10)", 6, 1);
+        32, 5, 3);
+    check_pad_handoff("conv(8,3,pad=1) relu maxpool(2) conv(8,3,pad=1) flatten linear(10)", 8, 1,
+                      0);
+    check_pad_handoff(
+        "conv(4,3,pad=1) conv(8,3,pad=1,bias=0) bn relu conv(8,3,pad=1) flatten linear(10)", 6, 1,
+        1);
 }
 
 int main(int argc, char **argv) {

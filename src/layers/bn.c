@@ -261,6 +261,14 @@ static clcnn_status bn_backward(const clcnn_node *n, const clcnn_io *io) {
     CLCNN_ARG(&a, io->woff);
     CLCNN_ARG(&a, io->boff);
     CLCNN_ARG(&a, relu);
+    /* the backward's hand-off: gx also padded into the producer's input-gradient buffer */
+    cl_mem gp = io->gxpad ? io->gxpad : io->gx[0];
+    int hand = io->gxpad ? io->gxpad_pad : -1, h = n->x.flat ? 1 : n->x.h,
+        w = n->x.flat ? 1 : n->x.w;
+    CLCNN_ARG(&a, gp);
+    CLCNN_ARG(&a, hand);
+    CLCNN_ARG(&a, h);
+    CLCNN_ARG(&a, w);
     return bn_launch(io->ctx, k, &a, (size_t)N * C);
 }
 
@@ -270,7 +278,8 @@ static int bn_can_fuse(const clcnn_context *ctx, const clcnn_node *n, const clcn
     return n->n_layers == 1 && next->d.kind == CLCNN_LAYER_RELU;
 }
 
-/* bn_forward_apply writes the output also into the next convolution's padded input. */
+/* bn_forward_apply writes the output also into the next convolution's padded input, and
+ * bn_backward_apply the input gradient into the previous one's padded gradient. */
 static int bn_writes_padded(const clcnn_node *n) {
     return !n->x.flat;
 }
@@ -287,4 +296,5 @@ const clcnn_layer_ops clcnn_bn_ops = {
     .forward = bn_forward,
     .backward = bn_backward,
     .writes_padded = bn_writes_padded,
+    .writes_gx_padded = bn_writes_padded,
 };

@@ -710,6 +710,7 @@ static void conv_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
         grow(&ws->col, p.part);
     }
     if (fwd == CLCNN_ALGO_DIRECT_POOL) ws->aux = (size_t)N * n->y.c * n->y.h * n->y.w;
+    if (n->gy_padded && grad_input_shape(s, &g)) ws->keep_gpad = direct_scratch(&g, N);
     if (fwd != CLCNN_ALGO_IM2COL && fwd != CLCNN_ALGO_GEMM_TUNED && wg != CLCNN_ALGO_IM2COL &&
         wg != CLCNN_ALGO_GEMM_TUNED && dg != CLCNN_ALGO_COL2IM)
         return;
@@ -840,14 +841,17 @@ static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_
     clcnn_conv2d_shape g;
     clcnn_status st;
     int padded = gy == NULL;
+    /* handed over: gy's reader wrote it padded into keep_gpad in its backward */
+    int handed = io->gy_padded && (a == CLCNN_ALGO_FLIP_LANES || a == CLCNN_ALGO_FLIP_DIRECT);
+    cl_mem gp = handed ? io->keep_gpad : io->xpad;
     CLCNN_ASSERT(grad_input_shape(s, &g));
     CLCNN_ASSERT(!padded || a == CLCNN_ALGO_FLIP_LANES || a == CLCNN_ALGO_FLIP_DIRECT);
+    padded = padded || handed;
     if (a == CLCNN_ALGO_FLIP_LANES) {
         /* pad gy, then the flipped weights go straight into lanes layout */
-        st = conv_direct(ctx, io->xpad, padded, &g, NULL, gy, NULL, 0, 0, io->N, NULL, NULL, 0, 0);
+        st = conv_direct(ctx, gp, padded, &g, NULL, gy, NULL, 0, 0, io->N, NULL, NULL, 0, 0);
         if (st) return st;
-        return conv_bcast(ctx, io->xpad, &g, io->gx[0], io->params, io->woff, 0, 1, io->wflip,
-                          io->N);
+        return conv_bcast(ctx, gp, &g, io->gx[0], io->params, io->woff, 0, 1, io->wflip, io->N);
     }
     clcnn_kern *flip = clcnn_kernel(ctx, CLCNN_K_flip_weights);
     clcnn_args f = {flip->k, 0, CL_SUCCESS};
@@ -859,8 +863,8 @@ static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_
     CLCNN_ARG(&f, s->K);
     if ((st = clcnn_launch1d(ctx, flip, &f, (size_t)s->OC * s->C))) return st;
     if (a == CLCNN_ALGO_FLIP_DIRECT)
-        return conv_direct(ctx, io->xpad, padded, &g, io->gx[0], gy, io->wflip, 0, 0, io->N, NULL,
-                           NULL, 0, 0);
+        return conv_direct(ctx, gp, padded, &g, io->gx[0], gy, io->wflip, 0, 0, io->N, NULL, NULL,
+                           0, 0);
     if (a == CLCNN_ALGO_FLIP_IMPLICIT)
         return conv_implicit(ctx, &g, io->gx[0], gy, io->wflip, 0, 0, io->N,
                              z < 0 ? implicit_size_of(ctx) : z);
@@ -1089,6 +1093,18 @@ static int conv_can_fuse(const clcnn_context *ctx, const clcnn_node *n, const cl
             n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_LANES);
 }
 
+/* The input gradient by flip-direct or flip-lanes pads gy by K - 1 - pad for the flipped
+ * convolution; it can take gy so padded from its reader's backward (keep_gpad). A fused node
+ * pads it itself, from the pooled gradient. */
+static int conv_gy_pad(const clcnn_node *n) {
+    clcnn_algo dg = n->algo[CLCNN_PASS_DGRAD];
+    clcnn_conv2d_shape g;
+    if (n->n_layers != 1 || !n->need_gx || !grad_input_shape(&n->conv, &g) ||
+        (dg != CLCNN_ALGO_FLIP_DIRECT && dg != CLCNN_ALGO_FLIP_LANES))
+        return -1;
+    return g.pad;
+}
+
 /* The fused pool's store writes the pooled output into the next convolution's padded input
  * too (both direct kernels, POOL_ROW and POOL_ROW8 in cl/conv2d.cl). */
 static int conv_writes_padded(const clcnn_node *n) {
@@ -1106,4 +1122,5 @@ const clcnn_layer_ops clcnn_conv2d_ops = {
     .forward = conv_forward,
     .backward = conv_backward,
     .writes_padded = conv_writes_padded,
+    .gy_pad = conv_gy_pad,
 };

@@ -94,6 +94,7 @@ static inline int clcnn_param_trained(clcnn_param_kind k) {
 typedef struct clcnn_node_ws {
     size_t col, rows, xpad, wflip; /* shared scratch */
     size_t keep_col, keep_pad;     /* kept from the forward for the backward */
+    size_t keep_gpad;              /* gy zero-padded for the input gradient (a hand-off) */
     size_t aux;                    /* ints: a pool's argmax */
 } clcnn_node_ws;
 
@@ -117,6 +118,10 @@ typedef struct clcnn_node {
      * that (the consumer is the output's only reader); x_padded says that the node's keep_pad
      * is written so by its input's producer, and its forward pads nothing. */
     int pad_to, pad_only, x_padded;
+    /* The same in the backward: gpad_to is the node whose output gradient this node's backward
+     * writes also zero-padded, as that node's input-gradient convolution reads it, into that
+     * node's keep_gpad (-1: none); gy_padded says that the node's keep_gpad is so written. */
+    int gpad_to, gy_padded;
     clcnn_conv2d_shape conv; /* convolution nodes */
     double flops;            /* forward multiply-adds x 2 per sample */
     char label[2][48];       /* profiling section names: forward, backward */
@@ -140,6 +145,10 @@ typedef struct clcnn_io {
      * keep_pad already holds x[0] so padded. */
     cl_mem ypad;
     int ypad_pad, ypad_only, x_padded;
+    /* The backward's hand-off: gx[0] also into gxpad zero-padded by gxpad_pad (gxpad NULL:
+     * none); gy_padded: keep_gpad already holds gy so padded. */
+    cl_mem gxpad, keep_gpad;
+    int gxpad_pad, gy_padded;
     clcnn_node_ws ws; /* what was allocated for this batch */
     int N;
     int training; /* 1: a training step; 0: evaluation or prediction (PyTorch's model.eval()) */
@@ -201,6 +210,12 @@ typedef struct clcnn_layer_ops {
     /* Whether n's forward, under its plan, can also write its output zero-padded into a
      * consumer's kept padded input (io->ypad); NULL: never. */
     int (*writes_padded)(const clcnn_node *n);
+    /* Whether n's backward can also write its input gradient zero-padded into a producer's
+     * keep_gpad (io->gxpad); NULL: never. */
+    int (*writes_gx_padded)(const clcnn_node *n);
+    /* The zero padding that n's input-gradient pass wants around its output gradient when it
+     * is handed over padded (keep_gpad), or -1 when it takes none; NULL: -1. */
+    int (*gy_pad)(const clcnn_node *n);
 } clcnn_layer_ops;
 
 /* The ops of a layer kind (registry.c). */
