@@ -12,8 +12,9 @@
 #                                      for the ratio: seed (batch 64, 3x32x32) and the resnet
 #                                      preset (batch 256, 1x28x28), PyTorch eager, fp32 with
 #                                      TF32 off, in NCHW and channels_last; and clcnn's
-#                                      implicit-GEMM convolutions (CLCNN_CONV_ALGO=implicit)
-#                                      against its default im2col + CLBlast, and both models
+#                                      implicit-GEMM convolutions (CLCNN_CONV_ALGO=implicit,
+#                                      in every CLCNN_IMPLICIT_SIZE) against its default
+#                                      im2col + CLBlast, and both models
 #                                      autotuned (CLCNN_AUTOTUNE=1: gemm-tuned per pass).
 # Results go to stdout and, when $OUT is set, to $OUT/gpu_check.log.
 set -uo pipefail
@@ -96,13 +97,18 @@ echo "== clcnn resnet, autotuned (CLCNN_AUTOTUNE=1; the decisions are appended t
 CLCNN_AUTOTUNE=1 ./build-gpu/bench_train "${r[@]}" --steps 3 --warmup 0 | grep clcnn: # tunes
 CLCNN_AUTOTUNE=1 ./build-gpu/bench_train "${r[@]}" --steps 100 --warmup 10 | grep clcnn:
 grep '^conv-' "$CLCNN_CACHE_DIR"/autotune-*.txt 2>/dev/null
-echo "== the implicit-GEMM convolutions (CLCNN_CONV_ALGO=implicit) against the default, both models"
+echo "== the implicit-GEMM convolutions (CLCNN_CONV_ALGO=implicit) against the default, both models:"
+echo "   the device class's size with its per-kernel profile, then every size (CLCNN_IMPLICIT_SIZE)"
 for m in "" "${r[*]}"; do
     # shellcheck disable=SC2086 # $m is a list of options
     CLCNN_CONV_ALGO=implicit CLCNN_PROFILE=kernels ./build-gpu/bench_train $m --steps 20 \
         --warmup 5 | grep -E "Conv2d|clcnn:"
-    # shellcheck disable=SC2086
-    CLCNN_CONV_ALGO=implicit ./build-gpu/bench_train $m --steps 100 --warmup 10 | grep clcnn:
+    for z in 64 32 64x128 64w8; do
+        echo "-- CLCNN_IMPLICIT_SIZE=$z"
+        # shellcheck disable=SC2086
+        CLCNN_CONV_ALGO=implicit CLCNN_IMPLICIT_SIZE=$z ./build-gpu/bench_train $m --steps 100 \
+            --warmup 10 | grep clcnn:
+    done
 done
 echo "== PyTorch CUDA, resnet, same batch and recipe (eager, fp32, TF32 off)"
 for cl in "" --channels-last; do

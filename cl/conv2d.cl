@@ -874,46 +874,89 @@ CONV_BCAST(conv_bcast_s1_3x3, 2, 3, 3, 1)
 /* Implicit-GEMM convolution shaped for GPUs: y[n, oc, q] = b[oc] + sum over k = (c, kh, kw) of
  * w[oc, k] * x[n, c, oh*stride - pad + kh, ow*stride - pad + kw] (0 outside the image), as the
  * GEMM of the weights (OC x CKK) and the im2col matrix (CKK x N*OHW) without building it: each
- * G x G work-group computes T = 4G output channels x T output pixels of the batch, each
- * work-item a 4 x 4 block in registers (channels i0 + G*r, pixels j0 + G*c, so neighbouring
- * work-items touch neighbouring pixels); K goes in steps of 16, the group staging T x 16
- * weights and a 16 x T panel gathered straight from the image in local memory (64/G elements
- * of each per work-item), as gemm_tiled does. Any stride and padding; every load and store is
- * guarded. Indices into x and y are long (tensors past 2^31 elements). Two sizes, from the
- * device's limits (src/layers/conv2d.c): conv_implicit (G = 16, T = 64) and conv_implicit_32
- * (G = 8, T = 32: a quarter of the work-group, for devices or shapes too small for 64).
- * global = (ceil(N*OHW/T)*G, ceil(OC/T)*G), local = (G, G). */
+ * GX x GY work-group computes TC = GY*RY output channels x TP = GX*RX output pixels of the
+ * batch, each work-item an RY x RX block in registers (channels i0 + GY*r, pixels j0 + GX*c, so
+ * neighbouring work-items touch neighbouring pixels); K goes in steps of 16, the group staging
+ * TC x 16 weights (float4 loads along k, four consecutive taps of one channel per load) and a
+ * 16 x TP panel gathered straight from the image in local memory, as gemm_tiled does. Any
+ * stride and padding; every load and store is guarded. Indices into x and y are long (tensors
+ * past 2^31 elements). The sizes (src/layers/conv2d.c, `implicit_sizes`, and the table of
+ * defaults per device class there): conv_implicit (16 x 16 of 4 x 4: 64 x 64),
+ * conv_implicit_32 (8 x 8 of 4 x 4: 32 x 32), conv_implicit_128 (16 x 16 of 4 x 8: 64 channels
+ * x 128 pixels), conv_implicit_w8 (8 x 8 of 8 x 8: 64 x 64 from a quarter of the work-items).
+ * As and Bs: the panels, 16 x (TC + 1) and 16 x (TP + 1) floats of local memory, sized by the
+ * host (local arguments rather than arrays in the kernel: every implementation, oclgrind's
+ * too, then counts exactly what each launch takes).
+ * global = (ceil(N*OHW/TP)*GX, ceil(OC/TC)*GY), local = (GX, GY). */
 #define IG_K 16
-/* Once both panels (row stride T + 1) are staged: 16 rank-1 updates of the work-item's 4 x 4
- * block from local memory, between the barriers that guard the panels. */
-#define IG_UPDATE(acc, As, Bs, G)                                                                  \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
-    for (int kk = 0; kk < IG_K; kk++) {                                                            \
-        float a[4], b[4];                                                                          \
-        for (int r = 0; r < 4; r++) a[r] = As[kk * (4 * G + 1) + ty + G * r];                      \
-        for (int c = 0; c < 4; c++) b[c] = Bs[kk * (4 * G + 1) + tx + G * c];                      \
-        for (int r = 0; r < 4; r++)                                                                \
-            for (int c = 0; c < 4; c++) acc[r][c] = fma(a[r], b[c], acc[r][c]);                    \
-    }                                                                                              \
-    barrier(CLK_LOCAL_MEM_FENCE);
+/* The sizes, X(kernel name suffix, GX, GY, RX, RY), in src/layers/conv2d.c's order. */
+#define IG_SIZES(X) X(, 16, 16, 4, 4) X(_32, 8, 8, 4, 4) X(_128, 16, 16, 8, 4) X(_w8, 8, 8, 8, 8)
+/* The largest register block a size takes (the accumulators are declared this big; the loops
+ * over RY and RX are unrolled with constant bounds, so only RY x RX of them live). */
+#define IG_R 8
 
-/* The body of both sizes of the forward; G a constant at each call. */
+/* Once both panels (row strides SA = TC + 1, SB = TP + 1) are staged: 16 rank-1 updates of the
+ * work-item's RY x RX block from local memory, between the barriers that guard the panels. */
+static void ig_update(float acc[IG_R][IG_R], __local const float *As, __local const float *Bs,
+                      int tx, int ty, const int GX, const int GY, const int RX, const int RY) {
+    const int SA = GY * RY + 1, SB = GX * RX + 1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int kk = 0; kk < IG_K; kk++) {
+        float a[IG_R], b[IG_R];
+#pragma unroll
+        for (int r = 0; r < RY; r++) a[r] = As[kk * SA + ty + GY * r];
+#pragma unroll
+        for (int c = 0; c < RX; c++) b[c] = Bs[kk * SB + tx + GX * c];
+#pragma unroll
+        for (int r = 0; r < RY; r++)
+#pragma unroll
+            for (int c = 0; c < RX; c++) acc[r][c] = fma(a[r], b[c], acc[r][c]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* Stages row ii's four values v of k0 + 4*k4 .. + 3 into panel As (row stride SA): element
+ * (k, i) at As[k*SA + i]. */
+static void ig_stage4(__local float *As, int SA, int k4, int ii, float4 v) {
+    As[(4 * k4 + 0) * SA + ii] = v.s0;
+    As[(4 * k4 + 1) * SA + ii] = v.s1;
+    As[(4 * k4 + 2) * SA + ii] = v.s2;
+    As[(4 * k4 + 3) * SA + ii] = v.s3;
+}
+
+/* The body of every size of the forward; GX, GY, RX, RY constants at each call. */
 static void implicit_forward(__global float *y, __global const float *x,
                              __global const float *p, int woff, int boff, int has_bias, int N,
                              int C, int H, int W, int OC, int K, int stride, int pad, int OH,
-                             int OW, const int G, __local float *As, __local float *Bs) {
-    const int T = 4 * G, L = 64 / G, S = T + 1;
-    int tx = get_local_id(0), ty = get_local_id(1), t = ty * G + tx;
-    int bi = get_group_id(1) * T, bj = get_group_id(0) * T;
+                             int OW, const int GX, const int GY, const int RX, const int RY,
+                             __local float *As, __local float *Bs) {
+    const int TC = GY * RY, TP = GX * RX, SA = TC + 1, SB = TP + 1, G2 = GX * GY;
+    const int LA = TC * IG_K / 4 / G2, LB = TP * IG_K / G2;
+    int tx = get_local_id(0), ty = get_local_id(1), t = ty * GX + tx;
+    int bi = get_group_id(1) * TC, bj = get_group_id(0) * TP;
     int KK = K * K, CKK = C * KK, OHW = OH * OW, NP = N * OHW;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
-        for (int c = 0; c < 4; c++) acc[r][c] = 0.0f;
+    float acc[IG_R][IG_R];
+#pragma unroll
+    for (int r = 0; r < RY; r++)
+#pragma unroll
+        for (int c = 0; c < RX; c++) acc[r][c] = 0.0f;
     for (int k0 = 0; k0 < CKK; k0 += IG_K) {
-        for (int l = 0; l < L; l++) {
-            int e = t + G * G * l, kk = e % IG_K, ii = e / IG_K, gi = bi + ii, gk = k0 + kk;
-            As[kk * S + ii] = gi < OC && gk < CKK ? p[woff + gi * CKK + gk] : 0.0f;
-            int jj = e % T, kb = e / T, gj = bj + jj, gkb = k0 + kb;
+        for (int l = 0; l < LA; l++) {
+            int f = t + G2 * l, k4 = f % (IG_K / 4), ii = f / (IG_K / 4), gi = bi + ii;
+            int gk = k0 + 4 * k4;
+            float4 v = (float4)(0.0f);
+            if (gi < OC) {
+                __global const float *w = p + woff + (long)gi * CKK + gk;
+                if (gk + 3 < CKK)
+                    v = vload4(0, w);
+                else
+                    v = (float4)(gk < CKK ? w[0] : 0.0f, gk + 1 < CKK ? w[1] : 0.0f,
+                                 gk + 2 < CKK ? w[2] : 0.0f, 0.0f);
+            }
+            ig_stage4(As, SA, k4, ii, v);
+        }
+        for (int l = 0; l < LB; l++) {
+            int e = t + G2 * l, jj = e % TP, kb = e / TP, gj = bj + jj, gkb = k0 + kb;
             float v = 0.0f;
             if (gkb < CKK && gj < NP) {
                 int c = gkb / KK, r = gkb % KK, n = gj / OHW, q = gj % OHW;
@@ -921,16 +964,18 @@ static void implicit_forward(__global float *y, __global const float *x,
                 if (ih >= 0 && ih < H && iw >= 0 && iw < W)
                     v = x[(((long)n * C + c) * H + ih) * W + iw];
             }
-            Bs[kb * S + jj] = v;
+            Bs[kb * SB + jj] = v;
         }
-        IG_UPDATE(acc, As, Bs, G)
+        ig_update(acc, As, Bs, tx, ty, GX, GY, RX, RY);
     }
-    for (int r = 0; r < 4; r++) {
-        int i = bi + ty + G * r;
+#pragma unroll
+    for (int r = 0; r < RY; r++) {
+        int i = bi + ty + GY * r;
         if (i >= OC) break;
         float bias = has_bias ? p[boff + i] : 0.0f;
-        for (int c = 0; c < 4; c++) {
-            int j = bj + tx + G * c;
+#pragma unroll
+        for (int c = 0; c < RX; c++) {
+            int j = bj + tx + GX * c;
             if (j >= NP) continue;
             int n = j / OHW, q = j % OHW;
             y[((long)n * OC + i) * OHW + q] = acc[r][c] + bias;
@@ -938,46 +983,67 @@ static void implicit_forward(__global float *y, __global const float *x,
     }
 }
 
-#define IG_FORWARD(NAME, G)                                                                        \
-    __kernel __attribute__((reqd_work_group_size(G, G, 1))) void NAME(                             \
+#define IG_FORWARD(SUFFIX, GX, GY, RX, RY)                                                         \
+    __kernel __attribute__((reqd_work_group_size(GX, GY, 1))) void conv_implicit##SUFFIX(          \
         __global float *y, __global const float *x, __global const float *p, int woff, int boff,   \
         int has_bias, int N, int C, int H, int W, int OC, int K, int stride, int pad, int OH,      \
-        int OW) {                                                                                  \
-        __local float As[IG_K * (4 * G + 1)], Bs[IG_K * (4 * G + 1)];                              \
-        implicit_forward(y, x, p, woff, boff, has_bias, N, C, H, W, OC, K, stride, pad, OH, OW, G, \
-                         As, Bs);                                                                  \
+        int OW, __local float *As, __local float *Bs) {                                            \
+        implicit_forward(y, x, p, woff, boff, has_bias, N, C, H, W, OC, K, stride, pad, OH, OW,    \
+                         GX, GY, RX, RY, As, Bs);                                                  \
     }
-IG_FORWARD(conv_implicit, 16)
-IG_FORWARD(conv_implicit_32, 8)
+IG_SIZES(IG_FORWARD)
 
 /* The weight gradient as an implicit GEMM shaped for GPUs: gw[oc, k] = sum over the batch's
  * pixels j = (n, q) of gy[n, oc, q] * x[n, c, oh*stride - pad + kh, ow*stride - pad + kw],
- * k = (c, kh, kw), the im2col matrix again gathered from the image, never built. Each G x G
- * work-group computes T = 4G output channels x T taps over one slice of `per` pixels (split-K:
- * a batch has far more pixels than a GPU has work-groups to spare), staging T x 16 of gy and
- * 16 x T of the gathered input in local memory per step, each work-item 4 x 4 in registers;
- * slice s writes its partial sums to out + s*ostride (reduced afterwards unless there is one
- * slice). conv_wgrad_implicit (G = 16) and conv_wgrad_implicit_32 (G = 8), as the forward.
- * global = (ceil(CKK/T)*G, ceil(OC/T)*G, S), local = (G, G, 1). */
+ * k = (c, kh, kw), the im2col matrix again gathered from the image, never built. Each GX x GY
+ * work-group computes TC = GY*RY output channels x TP = GX*RX taps over one slice of `per`
+ * pixels (split-K: a batch has far more pixels than a GPU has work-groups to spare), staging
+ * TC x 16 of gy (float4 loads along the pixels where four lie in one image) and 16 x TP of the
+ * gathered input in local memory per step, each work-item RY x RX in registers; slice s writes
+ * its partial sums to out + s*ostride (reduced afterwards unless there is one slice). The same
+ * sizes as the forward (conv_wgrad_implicit, _32, _128, _w8).
+ * As and Bs as the forward's.
+ * global = (ceil(CKK/TP)*GX, ceil(OC/TC)*GY, S), local = (GX, GY, 1). */
 static void implicit_wgrad(__global float *out, int outoff, int ostride, __global const float *gy,
                            __global const float *x, int N, int C, int H, int W, int OC, int K,
-                           int stride, int pad, int OH, int OW, int per, const int G,
-                           __local float *As, __local float *Bs) {
-    const int T = 4 * G, L = 64 / G, S = T + 1;
-    int tx = get_local_id(0), ty = get_local_id(1), t = ty * G + tx;
-    int bi = get_group_id(1) * T, bk = get_group_id(0) * T, s = get_group_id(2);
+                           int stride, int pad, int OH, int OW, int per, const int GX,
+                           const int GY, const int RX, const int RY, __local float *As,
+                           __local float *Bs) {
+    const int TC = GY * RY, TP = GX * RX, SA = TC + 1, SB = TP + 1, G2 = GX * GY;
+    const int LA = TC * IG_K / 4 / G2, LB = TP * IG_K / G2;
+    int tx = get_local_id(0), ty = get_local_id(1), t = ty * GX + tx;
+    int bi = get_group_id(1) * TC, bk = get_group_id(0) * TP, s = get_group_id(2);
     int KK = K * K, CKK = C * KK, OHW = OH * OW;
     long NP = (long)N * OHW, j0 = (long)s * per, j1 = min(NP, j0 + per);
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
-        for (int c = 0; c < 4; c++) acc[r][c] = 0.0f;
+    float acc[IG_R][IG_R];
+#pragma unroll
+    for (int r = 0; r < RY; r++)
+#pragma unroll
+        for (int c = 0; c < RX; c++) acc[r][c] = 0.0f;
     for (long jb = j0; jb < j1; jb += IG_K) {
-        for (int l = 0; l < L; l++) {
-            int e = t + G * G * l, jj = e % IG_K, ii = e / IG_K, gi = bi + ii;
-            long j = jb + jj;
+        for (int l = 0; l < LA; l++) {
+            int f = t + G2 * l, k4 = f % (IG_K / 4), ii = f / (IG_K / 4), gi = bi + ii;
+            long j = jb + 4 * k4;
             int n = (int)(j / OHW), q = (int)(j % OHW);
-            As[jj * S + ii] = gi < OC && j < j1 ? gy[((long)n * OC + gi) * OHW + q] : 0.0f;
-            int kk = e % T, jb2 = e / T, gk = bk + kk;
+            float4 v = (float4)(0.0f);
+            if (gi < OC && j < j1) {
+                __global const float *g = gy + ((long)n * OC + gi) * OHW + q;
+                if (j + 3 < j1 && q + 3 < OHW) {
+                    v = vload4(0, g);
+                } else {
+                    float e[4];
+                    for (int u = 0; u < 4; u++) {
+                        long ju = j + u;
+                        int nu = (int)(ju / OHW), qu = (int)(ju % OHW);
+                        e[u] = ju < j1 ? gy[((long)nu * OC + gi) * OHW + qu] : 0.0f;
+                    }
+                    v = (float4)(e[0], e[1], e[2], e[3]);
+                }
+            }
+            ig_stage4(As, SA, k4, ii, v);
+        }
+        for (int l = 0; l < LB; l++) {
+            int e = t + G2 * l, kk = e % TP, jb2 = e / TP, gk = bk + kk;
             long j2 = jb + jb2;
             float v = 0.0f;
             if (gk < CKK && j2 < j1) {
@@ -986,29 +1052,29 @@ static void implicit_wgrad(__global float *out, int outoff, int ostride, __globa
                 if (ih >= 0 && ih < H && iw >= 0 && iw < W)
                     v = x[(((long)n2 * C + c) * H + ih) * W + iw];
             }
-            Bs[jb2 * S + kk] = v;
+            Bs[jb2 * SB + kk] = v;
         }
-        IG_UPDATE(acc, As, Bs, G)
+        ig_update(acc, As, Bs, tx, ty, GX, GY, RX, RY);
     }
     __global float *o = out + outoff + (long)s * ostride;
-    for (int r = 0; r < 4; r++) {
-        int i = bi + ty + G * r;
+#pragma unroll
+    for (int r = 0; r < RY; r++) {
+        int i = bi + ty + GY * r;
         if (i >= OC) break;
-        for (int c = 0; c < 4; c++) {
-            int k = bk + tx + G * c;
+#pragma unroll
+        for (int c = 0; c < RX; c++) {
+            int k = bk + tx + GX * c;
             if (k < CKK) o[(long)i * CKK + k] = acc[r][c];
         }
     }
 }
 
-#define IG_WGRAD(NAME, G)                                                                          \
-    __kernel __attribute__((reqd_work_group_size(G, G, 1))) void NAME(                             \
+#define IG_WGRAD(SUFFIX, GX, GY, RX, RY)                                                           \
+    __kernel __attribute__((reqd_work_group_size(GX, GY, 1))) void conv_wgrad_implicit##SUFFIX(    \
         __global float *out, int outoff, int ostride, __global const float *gy,                    \
         __global const float *x, int N, int C, int H, int W, int OC, int K, int stride, int pad,   \
-        int OH, int OW, int per) {                                                                 \
-        __local float As[IG_K * (4 * G + 1)], Bs[IG_K * (4 * G + 1)];                              \
+        int OH, int OW, int per, __local float *As, __local float *Bs) {                           \
         implicit_wgrad(out, outoff, ostride, gy, x, N, C, H, W, OC, K, stride, pad, OH, OW, per,   \
-                       G, As, Bs);                                                                 \
+                       GX, GY, RX, RY, As, Bs);                                                    \
     }
-IG_WGRAD(conv_wgrad_implicit, 16)
-IG_WGRAD(conv_wgrad_implicit_32, 8)
+IG_SIZES(IG_WGRAD)

@@ -24,8 +24,8 @@ extern "C" {
 
 #define CLCNN_VERSION_MAJOR 0
 #define CLCNN_VERSION_MINOR 5
-#define CLCNN_VERSION_PATCH 3
-#define CLCNN_VERSION_STRING "0.5.3"
+#define CLCNN_VERSION_PATCH 4
+#define CLCNN_VERSION_STRING "0.5.4"
 /* One number for comparisons: major*10000 + minor*100 + patch. */
 #define CLCNN_VERSION_NUMBER                                                                       \
     (CLCNN_VERSION_MAJOR * 10000 + CLCNN_VERSION_MINOR * 100 + CLCNN_VERSION_PATCH)
@@ -155,7 +155,8 @@ typedef enum clcnn_conv_algo {
     CLCNN_CONV_ALGO_DIRECT,      /* direct kernels where the layer allows them */
     CLCNN_CONV_ALGO_IM2COL,      /* im2col + GEMM everywhere */
     CLCNN_CONV_ALGO_IMPLICIT     /* implicit-GEMM kernels shaped for GPUs where the device runs
-                                    them (16x16 work-groups, 8.3 KB of local memory) */
+                                    them (work-groups of 64 or 256, 4.2-12.4 KB of local memory;
+                                    CLCNN_IMPLICIT_SIZE picks the size) */
 } clcnn_conv_algo;
 
 /* Options for clcnn_context_create. Zero-initialise, then set what you need. A field left at 0

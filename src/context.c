@@ -10,6 +10,7 @@
 #include "device.h"
 #include "env.h"
 #include "gemm.h"
+#include "layers/layer.h"
 #include "program.h"
 #include "tune.h"
 
@@ -242,6 +243,7 @@ static clcnn_status finish_context(clcnn_context *ctx, const clcnn_settings *s, 
                                                 &ctx->err)) != CLCNN_SUCCESS)
         return st;
     ctx->conv_algo = s->conv_algo;
+    if ((st = clcnn_conv_implicit_size(ctx, s->implicit_size)) != CLCNN_SUCCESS) return st;
     ctx->build_seconds = clcnn_now_seconds() - t0;
     return CLCNN_SUCCESS;
 }

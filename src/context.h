@@ -35,9 +35,9 @@ struct clcnn_context {
     /* The convolution algorithm asked for (clcnn_context_options.conv_algo, CLCNN_CONV_ALGO):
      * 0 = the rules per device decide, 1 = direct, 2 = im2col. The model's planner reads it. */
     int conv_algo;
-    /* The implicit-GEMM convolutions' tile (64 or 32 output channels and pixels); 0, as every
-     * context starts: the largest the device runs. Tests set it to cover both sizes. */
-    int implicit_tile;
+    /* The implicit-GEMM convolutions' size, 1 + its index in src/layers/conv2d.c's table
+     * (CLCNN_IMPLICIT_SIZE; tests set each in turn); 0: the device class's choice. */
+    int implicit_size;
     /* The row-GEMM weight gradient's slices, in floats of pixel rows each; 0, as every context
      * starts: WGRAD_SLICE_FLOATS (src/layers/conv2d.c). Tests set 1 (a slice per image). */
     size_t wgrad_slice;

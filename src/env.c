@@ -73,6 +73,8 @@ clcnn_status clcnn_settings_resolve(clcnn_settings *s, const clcnn_context_optio
     s->use_cache = !opts->disable_cache && !(v && !strcmp(v, "0"));
     if (s->use_cache) clcnn_env_cache_dir(s->cache_dir, sizeof s->cache_dir);
     if ((v = var("CLCNN_KERNEL_DIR"))) snprintf(s->kernel_dir, sizeof s->kernel_dir, "%s", v);
+    if ((v = var("CLCNN_IMPLICIT_SIZE")))
+        snprintf(s->implicit_size, sizeof s->implicit_size, "%s", v);
     return CLCNN_SUCCESS;
 }
 

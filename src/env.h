@@ -17,6 +17,8 @@ typedef struct clcnn_settings {
     int conv_algo;            /* 0 = rules per device, 1 = direct, 2 = im2col, 3 = implicit */
     char cache_dir[4096];     /* "" when none can be determined (or use_cache is 0) */
     char kernel_dir[4096];    /* CLCNN_KERNEL_DIR; "" = the embedded sources */
+    char implicit_size[48];   /* CLCNN_IMPLICIT_SIZE as given ("" when unset); checked against
+                                 the implicit-GEMM sizes once the kernels are built */
 } clcnn_settings;
 
 /* Fills *s from opts (NULL: all defaults) and the environment. A value the library cannot use

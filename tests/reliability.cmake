@@ -34,14 +34,18 @@ add_test(NAME test_oclgrind_gemm COMMAND ${CMAKE_COMMAND} -E env SELF_TEST=0
   bash ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.sh $<TARGET_FILE:test_gemm> gpu cpu opencl)
 set_tests_properties(test_oclgrind_gemm PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
   LABELS oclgrind)
-# The implicit-GEMM convolutions (16x16 work-groups staging tiles in local memory, as the gpu
-# GEMM) under oclgrind: forward, weight and input gradients on a few small layer-ops rows (a
-# 1x1 kernel, a 5x5 one with padding over an odd batch, a strided one).
-add_test(NAME test_oclgrind_implicit COMMAND ${CMAKE_COMMAND} -E env SELF_TEST=0
-  "PROG_ARGS=--implicit conv(3,1,bias=0)|conv(8,5,pad=2)|conv(2,3,stride=3,pad=1)"
-  bash ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.sh $<TARGET_FILE:test_layer_ops> cpu)
-set_tests_properties(test_oclgrind_implicit PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
-  LABELS oclgrind)
+# The implicit-GEMM convolutions (work-groups staging tiles in local memory, as the gpu GEMM)
+# under oclgrind: forward, weight and input gradients on a few small layer-ops rows (a 1x1
+# kernel, a 5x5 one with padding over an odd batch, a strided one), every size, in two tests
+# that ctest can run side by side (~150 s and ~235 s).
+foreach(sizes "64,32" "64x128,64w8")
+  string(REPLACE "," "_" suffix "${sizes}")
+  add_test(NAME test_oclgrind_implicit_${suffix} COMMAND ${CMAKE_COMMAND} -E env SELF_TEST=0
+    "PROG_ARGS=--implicit=${sizes} conv(3,1,bias=0)|conv(8,5,pad=2)|conv(2,3,stride=3,pad=1)"
+    bash ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.sh $<TARGET_FILE:test_layer_ops> cpu)
+  set_tests_properties(test_oclgrind_implicit_${suffix} PROPERTIES SKIP_RETURN_CODE 77
+    TIMEOUT 600 LABELS oclgrind)
+endforeach()
 # Every layer-ops row with a 2x2 pool, the fused convolution's among them (its padded NCHW
 # gradient written a plane per work-item, eight windows at a time), under oclgrind (~70 s).
 add_test(NAME test_oclgrind_pool COMMAND ${CMAKE_COMMAND} -E env SELF_TEST=0

@@ -118,8 +118,9 @@ static void check_bad_values(void) {
 
 int main(void) {
     clcnn_device_info info;
-    static const char *const vars[] = {"CLCNN_BACKEND", "CLCNN_CONV_ALGO", "CLCNN_AUTOTUNE"};
-    for (int i = 0; i < 3; i++)
+    static const char *const vars[] = {"CLCNN_BACKEND", "CLCNN_CONV_ALGO", "CLCNN_AUTOTUNE",
+                                       "CLCNN_IMPLICIT_SIZE"};
+    for (int i = 0; i < 4; i++)
         unsetenv(vars[i]);
     if (clcnn_devices_create(&devs, NULL) != CLCNN_SUCCESS || clcnn_devices_count(devs) == 0) {
         fprintf(stderr, "no OpenCL device: skipping\n");
@@ -164,6 +165,25 @@ int main(void) {
     check_conv_algo("fast", CLCNN_CONV_ALGO_IM2COL, 2);
     check_conv_algo("implicit", CLCNN_CONV_ALGO_DEFAULT, 3);
     check_conv_algo("direct", CLCNN_CONV_ALGO_IMPLICIT, 3);
+
+    /* The implicit-GEMM size: a name of the table, or an error after the kernels are built (the
+     * device's limits decide which run; PoCL's CPU device runs them all). */
+    {
+        static const char *const sizes[] = {"auto", "64", "32", "64x128", "64w8"};
+        for (int z = 0; z < 5; z++) {
+            clcnn_status st;
+            clcnn_context *ctx = make("CLCNN_IMPLICIT_SIZE", sizes[z], NULL, &st);
+            const char *m = clcnn_context_errmsg(ctx);
+            CHECK_MSG((st == CLCNN_SUCCESS && ctx->implicit_size == z) ||
+                          (info.type != CLCNN_DEVICE_CPU && st == CLCNN_ERR_INVALID_ARGUMENT &&
+                           strstr(m, "does not run on") && !strchr(m, '\n')),
+                      "CLCNN_IMPLICIT_SIZE=%s: status %d (%s), size %d", sizes[z], (int)st, m,
+                      st ? -1 : ctx->implicit_size);
+            clcnn_context_free(ctx);
+        }
+        check_bad("CLCNN_IMPLICIT_SIZE", "48", "auto, 64, 32, 64x128, 64w8");
+        check_bad("CLCNN_IMPLICIT_SIZE", "64X128", "auto, 64, 32, 64x128, 64w8");
+    }
 
     /* Autotuning: the option turns it on whatever the environment says. */
     check_autotune(NULL, 0, 0);

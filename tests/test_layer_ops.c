@@ -17,12 +17,14 @@
  *
  * The implicit-GEMM algorithms (implicit, wgrad-implicit, flip-implicit) share no buffer with
  * the others, so they run as one combination, every pass implicit, rather than in every mix;
- * that combination runs in both sizes of the implicit kernels (tiles of 64 and 32).
+ * that combination runs in every size of the implicit kernels (CLCNN_IMPLICIT_SIZE's: 64, 32,
+ * 64x128 and 64w8).
  *
- * Usage: test_layer_ops [--perf] [--implicit] [SUBSTRING[|SUBSTRING...]]
+ * Usage: test_layer_ops [--perf] [--implicit[=SIZES]] [SUBSTRING[|SUBSTRING...]]
  *   --perf      also time each combination's forward and backward (GFLOP/s)
  *   --implicit  only the all-implicit combinations, on the first backend (for oclgrind: their
- *               work-groups and local memory, interpreted, are slow)
+ *               work-groups and local memory, interpreted, are slow); =SIZES: only those
+ *               sizes, a comma list (64,32,64x128,64w8)
  *   SUBSTRING   only the rows whose spec contains one of them
  * Exits 1 on any failure, 77 when no device is visible. */
 #include <stdarg.h>
@@ -722,6 +724,21 @@ static int fuse(clcnn_context *ctx, const lo_host *h, clcnn_node *n) {
     return 1;
 }
 
+/* The implicit-GEMM convolutions' sizes, as CLCNN_IMPLICIT_SIZE names them (src/layers/conv2d.c):
+ * each all-implicit combination runs in every one. */
+static const char *const implicit_sizes[] = {"64", "32", "64x128", "64w8"};
+enum { IMPLICIT_SIZES = (int)(sizeof implicit_sizes / sizeof implicit_sizes[0]) };
+
+/* --implicit=SIZES: the sizes to run, a comma list (NULL: all). */
+static const char *implicit_list;
+
+static int size_wanted(int z) {
+    size_t n = strlen(implicit_sizes[z]);
+    for (const char *p = implicit_list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (!strncmp(p, implicit_sizes[z], n) && (p[n] == ',' || p[n] == '\0')) return 1;
+    return implicit_list == NULL;
+}
+
 /* The algorithms of a pass of n as planned (NONE alone when the pass does not run). */
 static int list_algos(clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
     int k = n->ops->algos(ctx, n, pass, out);
@@ -737,9 +754,9 @@ static int run_combo(const lo_ctx *lc, const lo_host *h, const lo_case *c, const
     n.ops->plan(lc->ctx, &n, f);
     snprintf(algos, sizeof algos, "%s/%s/%s", clcnn_algo_name(f->algo[0]),
              clcnn_algo_name(f->algo[1]), clcnn_algo_name(f->algo[2]));
-    if (lc->ctx->implicit_tile) /* the implicit kernels' size this run */
-        snprintf(algos + strlen(algos), sizeof algos - strlen(algos), " (%d)",
-                 lc->ctx->implicit_tile);
+    if (lc->ctx->implicit_size) /* the implicit kernels' size this run */
+        snprintf(algos + strlen(algos), sizeof algos - strlen(algos), " (%s)",
+                 implicit_sizes[lc->ctx->implicit_size - 1]);
     if (lc->ctx->pool_wgrad) /* the fused pool's weight gradient, a slice per image */
         snprintf(algos + strlen(algos), sizeof algos - strlen(algos), " (%s)",
                  lc->ctx->pool_wgrad == 1 ? "per slice" : "two passes");
@@ -794,13 +811,19 @@ static void run_node(const lo_ctx *lc, const lo_host *h, const lo_case *c, int *
                     ctx->wgrad_slice = 0, ctx->pool_wgrad = 0;
                     continue;
                 }
-                /* the implicit kernels in both their sizes */
-                for (int tile = 64; tile >= 32; tile /= 2) {
-                    ctx->implicit_tile = tile;
+                /* the implicit kernels in every size (PoCL runs them all) */
+                for (int z = 0; z < IMPLICIT_SIZES; z++) {
+                    if (!size_wanted(z)) continue;
                     ++*runs;
+                    if (clcnn_conv_implicit_size(ctx, implicit_sizes[z]) != CLCNN_SUCCESS) {
+                        printf("%-44s %-11s implicit size %-24s FAIL: %s\n", h->label, lc->name,
+                               implicit_sizes[z], clcnn_context_errmsg(ctx));
+                        ++*failed;
+                        continue;
+                    }
                     *failed += !run_combo(lc, h, c, &base, &f);
                 }
-                ctx->implicit_tile = 0;
+                clcnn_conv_implicit_size(ctx, NULL);
             }
         }
     }
@@ -913,10 +936,14 @@ int main(int argc, char **argv) {
             perf_mode = 1;
         else if (strcmp(argv[i], "--implicit") == 0)
             implicit_only = 1;
+        else if (strncmp(argv[i], "--implicit=", 11) == 0)
+            implicit_only = 1, implicit_list = argv[i] + 11;
         else if (argv[i][0] != '-' && !filter)
             filter = argv[i];
         else
-            return fprintf(stderr, "usage: test_layer_ops [--perf] [--implicit] [SUBSTRING]\n"), 2;
+            return fprintf(stderr, "usage: test_layer_ops [--perf] [--implicit[=SIZES]] "
+                                   "[SUBSTRING]\n"),
+                   2;
     }
     if (clcnn_devices_create(&devs, NULL) != CLCNN_SUCCESS || clcnn_devices_count(devs) == 0) {
         printf("no OpenCL device: skipping (%s)\n", clcnn_devices_errmsg(devs));

@@ -101,6 +101,7 @@ static int count_lines(const char *path, int *gemm, int *wgrad, int *conv, int *
             (*wgrad)++;
         else if (!strncmp(key, "conv-", 5) &&
                  (!strcmp(choice, "implicit") || !strcmp(choice, "implicit-32") ||
+                  !strcmp(choice, "implicit-64x128") || !strcmp(choice, "implicit-64w8") ||
                   !strcmp(choice, "im2col")))
             (*conv)++;
         else

@@ -174,6 +174,8 @@ static const char usage_text[] =
     "                         type)\n"
     "  CLCNN_CONV_ALGO        convolution algorithm: direct, im2col or implicit (default: by\n"
     "                         device type; --plan shows what each layer takes)\n"
+    "  CLCNN_IMPLICIT_SIZE    the implicit kernels' size: 64, 32, 64x128 or 64w8 (default:\n"
+    "                         by device class)\n"
     "  CLCNN_AUTOTUNE=1       time interchangeable kernels on first use of each shape, keep the\n"
     "                         fastest in the cache folder (default: fixed rules, repeatable)\n"
     "  CLCNN_KERNEL_DIR       read kernel sources from DIR/<name>.cl instead of the embedded ones\n"

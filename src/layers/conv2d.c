@@ -14,6 +14,8 @@
  *   implicit GEMM or im2col) or `col2im` (GEMM + col2im). */
 #include "layer.h"
 
+#include <string.h>
+
 #include "gemm.h"
 #include "tune.h"
 
@@ -197,43 +199,118 @@ static clcnn_status conv_bcast(clcnn_context *ctx, cl_mem xp, const clcnn_conv2d
 /* The implicit-GEMM kernels' depth step (IG_K in cl/conv2d.cl). */
 enum { IMPLICIT_K = 16 };
 
-/* The implicit-GEMM kernels' two sizes (cl/conv2d.cl): G x G work-groups of 4 x 4 outputs
- * each, tiles of T = 4G output channels by T pixels (or taps), two 16 x (T + 1) panels of local
- * memory; `name` is the size's candidate in the autotune file. */
+/* The implicit-GEMM kernels' sizes (cl/conv2d.cl): GX x GY work-groups (pixels by channels) of
+ * RX x RY outputs each, tiles of TC = GY*RY output channels by TP = GX*RX pixels (or taps), a
+ * 16 x (TC + 1) and a 16 x (TP + 1) panel of local memory; `name` is the size's candidate in the
+ * autotune file, `size` its CLCNN_IMPLICIT_SIZE value. */
 typedef struct implicit_size {
     clcnn_kernel_id fwd, wgrad;
-    int g;
-    const char *name;
+    int gx, gy, rx, ry;
+    const char *name, *size;
 } implicit_size;
 static const implicit_size implicit_sizes[] = {
-    {CLCNN_K_conv_implicit, CLCNN_K_conv_wgrad_implicit, 16, "implicit"},
-    {CLCNN_K_conv_implicit_32, CLCNN_K_conv_wgrad_implicit_32, 8, "implicit-32"},
+    {CLCNN_K_conv_implicit, CLCNN_K_conv_wgrad_implicit, 16, 16, 4, 4, "implicit", "64"},
+    {CLCNN_K_conv_implicit_32, CLCNN_K_conv_wgrad_implicit_32, 8, 8, 4, 4, "implicit-32", "32"},
+    {CLCNN_K_conv_implicit_128, CLCNN_K_conv_wgrad_implicit_128, 16, 16, 8, 4, "implicit-64x128",
+     "64x128"},
+    {CLCNN_K_conv_implicit_w8, CLCNN_K_conv_wgrad_implicit_w8, 8, 8, 8, 8, "implicit-64w8", "64w8"},
 };
 enum { IMPLICIT_SIZES = (int)(sizeof implicit_sizes / sizeof implicit_sizes[0]) };
+
+/* Per device class, the sizes in order of preference: the implicit algorithms take the first
+ * the device runs, unless CLCNN_IMPLICIT_SIZE names one (the autotuner times every size the
+ * device runs, whatever the order). The first match of type and vendor substring counts. The
+ * GPU rows are starting points, not measurements: CLBlast's tuning database's SGEMM defaults for
+ * the class mapped onto these sizes (NVIDIA: tiles of 64 x 64 to 128 x 64 from 16 x 16 or
+ * 16 x 8 work-items; AMD and Intel GPUs: 64 x 64 from 8 x 8 work-items of 8 x 8); clcnn has
+ * not yet been measured on any of them. */
+typedef struct implicit_class {
+    clcnn_device_type type; /* CLCNN_DEVICE_OTHER: any type */
+    const char *vendor;     /* a substring of CL_DEVICE_VENDOR; NULL: any vendor */
+    int order[IMPLICIT_SIZES];
+} implicit_class;
+static const implicit_class implicit_classes[] = {
+    {CLCNN_DEVICE_GPU, "NVIDIA", {2, 0, 3, 1}},
+    {CLCNN_DEVICE_GPU, "AMD", {3, 0, 2, 1}},
+    {CLCNN_DEVICE_GPU, "Advanced Micro Devices", {3, 0, 2, 1}},
+    {CLCNN_DEVICE_GPU, "Intel", {3, 0, 2, 1}},
+    {CLCNN_DEVICE_OTHER, NULL, {0, 1, 2, 3}},
+};
+
+/* The bytes of local memory of size z's two panels, 16 x (TC + 1) and 16 x (TP + 1) floats. */
+static size_t implicit_panel_a(int z) {
+    return (size_t)IMPLICIT_K * ((size_t)implicit_sizes[z].gy * implicit_sizes[z].ry + 1) *
+           sizeof(float);
+}
+static size_t implicit_panel_b(int z) {
+    return (size_t)IMPLICIT_K * ((size_t)implicit_sizes[z].gx * implicit_sizes[z].rx + 1) *
+           sizeof(float);
+}
+static size_t implicit_local_bytes(int z) {
+    return implicit_panel_a(z) + implicit_panel_b(z);
+}
+
+/* Appends size z's two panels of local memory (the kernels' last arguments). */
+static void implicit_panels(clcnn_args *a, int z) {
+    clcnn_arg(a, implicit_panel_a(z), NULL);
+    clcnn_arg(a, implicit_panel_b(z), NULL);
+}
 
 /* Whether the device runs size z: its work-groups (each kernel's own limit) and its panels of
  * local memory, asked of the kernels and the device, not assumed. */
 static int implicit_runs(const clcnn_context *ctx, int z) {
     const implicit_size *q = &implicit_sizes[z];
     cl_ulong local = 0;
-    size_t g2 = (size_t)q->g * (size_t)q->g;
+    size_t g2 = (size_t)q->gx * (size_t)q->gy;
     clcnn_kern *f = clcnn_kernel((clcnn_context *)ctx, q->fwd);
     clcnn_kern *w = clcnn_kernel((clcnn_context *)ctx, q->wgrad);
     if (clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL) !=
         CL_SUCCESS)
         return 0;
-    return f->max_wg >= g2 && w->max_wg >= g2 &&
-           local >= 2 * IMPLICIT_K * (4 * (size_t)q->g + 1) * sizeof(float);
+    return f->max_wg >= g2 && w->max_wg >= g2 && local >= implicit_local_bytes(z);
 }
 
-/* The size the implicit algorithms take: the largest the device runs (ctx->implicit_tile, a
- * test's, asks for one tile); -1 when it runs none. */
+/* The device's class in implicit_classes (the last row matches every device). */
+static const implicit_class *implicit_class_of(const clcnn_context *ctx) {
+    const implicit_class *c = implicit_classes;
+    for (; c->vendor; c++)
+        if ((c->type == CLCNN_DEVICE_OTHER || c->type == ctx->info.type) &&
+            strstr(ctx->info.vendor, c->vendor))
+            break;
+    return c;
+}
+
+/* The size the implicit algorithms take: ctx->implicit_size's (CLCNN_IMPLICIT_SIZE, or a test's)
+ * where one is set, else the first of the device class's order that the device runs; -1 when
+ * it runs none. */
 static int implicit_size_of(const clcnn_context *ctx) {
-    for (int z = 0; z < IMPLICIT_SIZES; z++)
-        if ((!ctx->implicit_tile || ctx->implicit_tile == 4 * implicit_sizes[z].g) &&
-            implicit_runs(ctx, z))
-            return z;
+    if (ctx->implicit_size)
+        return implicit_runs(ctx, ctx->implicit_size - 1) ? ctx->implicit_size - 1 : -1;
+    const implicit_class *c = implicit_class_of(ctx);
+    for (int i = 0; i < IMPLICIT_SIZES; i++)
+        if (implicit_runs(ctx, c->order[i])) return c->order[i];
     return -1;
+}
+
+clcnn_status clcnn_conv_implicit_size(clcnn_context *ctx, const char *size) {
+    char shown[40 + 4];
+    ctx->implicit_size = 0;
+    if (!size || !*size || !strcmp(size, "auto")) return CLCNN_SUCCESS;
+    for (int z = 0; z < IMPLICIT_SIZES; z++) {
+        const implicit_size *q = &implicit_sizes[z];
+        if (strcmp(size, q->size) != 0) continue;
+        if (!implicit_runs(ctx, z))
+            return clcnn_fail(&ctx->err, CLCNN_ERR_INVALID_ARGUMENT,
+                              "CLCNN_IMPLICIT_SIZE=%s does not run on %s: it needs work-groups of "
+                              "%d and %zu bytes of local memory",
+                              q->size, ctx->info.name, q->gx * q->gy, implicit_local_bytes(z));
+        ctx->implicit_size = z + 1;
+        return CLCNN_SUCCESS;
+    }
+    return clcnn_fail(&ctx->err, CLCNN_ERR_INVALID_ARGUMENT,
+                      "CLCNN_IMPLICIT_SIZE='%s' is not a size of the implicit-GEMM convolutions "
+                      "(auto, 64, 32, 64x128, 64w8)",
+                      clcnn_shown(size, 40, shown));
 }
 
 static int implicit_ok(const clcnn_context *ctx) {
@@ -259,7 +336,7 @@ static void implicit_shape_args(clcnn_args *a, const clcnn_conv2d_shape *s, int 
 static clcnn_status conv_implicit(clcnn_context *ctx, const clcnn_conv2d_shape *s, cl_mem y,
                                   cl_mem x, cl_mem params, int woff, int boff, int N, int z) {
     const implicit_size *q = &implicit_sizes[z];
-    size_t g = (size_t)q->g, t = 4 * g;
+    size_t gx = (size_t)q->gx, gy = (size_t)q->gy, tp = gx * q->rx, tc = gy * q->ry;
     clcnn_kern *k = clcnn_kernel(ctx, q->fwd);
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, y);
@@ -269,9 +346,10 @@ static clcnn_status conv_implicit(clcnn_context *ctx, const clcnn_conv2d_shape *
     CLCNN_ARG(&a, boff);
     CLCNN_ARG(&a, s->bias);
     implicit_shape_args(&a, s, N);
+    implicit_panels(&a, z);
     size_t pixels = (size_t)N * (size_t)s->OH * (size_t)s->OW;
-    size_t global[2] = {(pixels + t - 1) / t * g, ((size_t)s->OC + t - 1) / t * g};
-    size_t local[2] = {g, g};
+    size_t global[2] = {(pixels + tp - 1) / tp * gx, ((size_t)s->OC + tc - 1) / tc * gy};
+    size_t local[2] = {gx, gy};
     return clcnn_launch(ctx, k, &a, 2, global, local);
 }
 
@@ -302,8 +380,9 @@ static clcnn_status reduce_slices(clcnn_context *ctx, cl_mem grads, int woff, cl
 static int implicit_slices(const clcnn_context *ctx, const clcnn_conv2d_shape *s, int N, int z,
                            long *per) {
     long np = (long)N * s->OH * s->OW, ckk = (long)s->C * s->K * s->K;
-    long t = 4L * implicit_sizes[z].g, want = 8L * ctx->info.compute_units;
-    long tiles = ((s->OC + t - 1) / t) * ((ckk + t - 1) / t);
+    const implicit_size *q = &implicit_sizes[z];
+    long tc = (long)q->gy * q->ry, tk = (long)q->gx * q->rx, want = 8L * ctx->info.compute_units;
+    long tiles = ((s->OC + tc - 1) / tc) * ((ckk + tk - 1) / tk);
     long S = (want + tiles - 1) / tiles, most = (np + 255) / 256;
     long budget = WORKSPACE_FLOATS / ((long)s->OC * ckk > 0 ? (long)s->OC * ckk : 1);
     if (S > most) S = most;
@@ -318,7 +397,7 @@ static int implicit_slices(const clcnn_context *ctx, const clcnn_conv2d_shape *s
 static clcnn_status wgrad_implicit(const clcnn_io *io, const clcnn_conv2d_shape *s, int z) {
     clcnn_context *ctx = io->ctx;
     const implicit_size *q = &implicit_sizes[z];
-    size_t g = (size_t)q->g, t = 4 * g;
+    size_t gx = (size_t)q->gx, gy = (size_t)q->gy, tk = gx * q->rx, tc = gy * q->ry;
     clcnn_kern *k = clcnn_kernel(ctx, q->wgrad);
     long per;
     int S = implicit_slices(ctx, s, io->N, z, &per), ckk = s->C * s->K * s->K, peri = (int)per;
@@ -333,8 +412,10 @@ static clcnn_status wgrad_implicit(const clcnn_io *io, const clcnn_conv2d_shape 
     CLCNN_ARG(&a, io->x[0]);
     implicit_shape_args(&a, s, io->N);
     CLCNN_ARG(&a, peri);
-    size_t global[3] = {((size_t)ckk + t - 1) / t * g, ((size_t)s->OC + t - 1) / t * g, (size_t)S};
-    size_t local[3] = {g, g, 1};
+    implicit_panels(&a, z);
+    size_t global[3] = {((size_t)ckk + tk - 1) / tk * gx, ((size_t)s->OC + tc - 1) / tc * gy,
+                        (size_t)S};
+    size_t local[3] = {gx, gy, 1};
     if ((st = clcnn_launch(ctx, k, &a, 3, global, local))) return st;
     return S > 1 ? reduce_slices(ctx, io->grads, io->woff, io->col, s->OC * ckk, S) : CLCNN_SUCCESS;
 }

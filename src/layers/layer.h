@@ -261,4 +261,9 @@ clcnn_status clcnn_bias_grad(clcnn_context *ctx, cl_mem grads, int boff, cl_mem 
 /* Writes `n` floats of `value` into buf from element off. */
 clcnn_status clcnn_fill(clcnn_context *ctx, cl_mem buf, int off, int n, float value);
 
+/* Sets the size of the implicit-GEMM convolutions (src/layers/conv2d.c) from CLCNN_IMPLICIT_SIZE
+ * (size "" or "auto": the device class's choice). A size that is not one of them, or that the
+ * device cannot run, fails with CLCNN_ERR_INVALID_ARGUMENT and one line in ctx's message. */
+clcnn_status clcnn_conv_implicit_size(clcnn_context *ctx, const char *size);
+
 #endif
