@@ -892,32 +892,32 @@ CONV_BCAST(conv_bcast_s1_3x3, 2, 3, 3, 1)
 /* The sizes, X(kernel name suffix, GX, GY, RX, RY), in src/layers/conv2d.c's order. */
 #define IG_SIZES(X) X(, 16, 16, 4, 4) X(_32, 8, 8, 4, 4) X(_128, 16, 16, 8, 4) X(_w8, 8, 8, 8, 8)
 /* The largest register block a size takes (the accumulators are declared this big; the loops
- * over RY and RX are unrolled with constant bounds, so only RY x RX of them live). */
+ * over RY and RX are unrolled with constant bounds, so only RY x RX of them live). The bodies
+ * are inlined into each size's kernel, so that those bounds are constants when the loops are
+ * unrolled (a body shared by four kernels and left out of line keeps its accumulators in
+ * memory). */
 #define IG_R 8
+#define IG_INLINE inline __attribute__((always_inline))
 
 /* Once both panels (row strides SA = TC + 1, SB = TP + 1) are staged: 16 rank-1 updates of the
  * work-item's RY x RX block from local memory, between the barriers that guard the panels. */
-static void ig_update(float acc[IG_R][IG_R], __local const float *As, __local const float *Bs,
+static IG_INLINE void ig_update(float acc[IG_R][IG_R], __local const float *As, __local const float *Bs,
                       int tx, int ty, const int GX, const int GY, const int RX, const int RY) {
     const int SA = GY * RY + 1, SB = GX * RX + 1;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int kk = 0; kk < IG_K; kk++) {
-        float a[IG_R], b[IG_R];
-#pragma unroll
-        for (int r = 0; r < RY; r++) a[r] = As[kk * SA + ty + GY * r];
-#pragma unroll
-        for (int c = 0; c < RX; c++) b[c] = Bs[kk * SB + tx + GX * c];
+        __local const float *a = As + kk * SA + ty, *b = Bs + kk * SB + tx;
 #pragma unroll
         for (int r = 0; r < RY; r++)
 #pragma unroll
-            for (int c = 0; c < RX; c++) acc[r][c] = fma(a[r], b[c], acc[r][c]);
+            for (int c = 0; c < RX; c++) acc[r][c] = fma(a[GY * r], b[GX * c], acc[r][c]);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
 /* Stages row ii's four values v of k0 + 4*k4 .. + 3 into panel As (row stride SA): element
  * (k, i) at As[k*SA + i]. */
-static void ig_stage4(__local float *As, int SA, int k4, int ii, float4 v) {
+static IG_INLINE void ig_stage4(__local float *As, int SA, int k4, int ii, float4 v) {
     As[(4 * k4 + 0) * SA + ii] = v.s0;
     As[(4 * k4 + 1) * SA + ii] = v.s1;
     As[(4 * k4 + 2) * SA + ii] = v.s2;
@@ -925,7 +925,7 @@ static void ig_stage4(__local float *As, int SA, int k4, int ii, float4 v) {
 }
 
 /* The body of every size of the forward; GX, GY, RX, RY constants at each call. */
-static void implicit_forward(__global float *y, __global const float *x,
+static IG_INLINE void implicit_forward(__global float *y, __global const float *x,
                              __global const float *p, int woff, int boff, int has_bias, int N,
                              int C, int H, int W, int OC, int K, int stride, int pad, int OH,
                              int OW, const int GX, const int GY, const int RX, const int RY,
@@ -935,11 +935,7 @@ static void implicit_forward(__global float *y, __global const float *x,
     int tx = get_local_id(0), ty = get_local_id(1), t = ty * GX + tx;
     int bi = get_group_id(1) * TC, bj = get_group_id(0) * TP;
     int KK = K * K, CKK = C * KK, OHW = OH * OW, NP = N * OHW;
-    float acc[IG_R][IG_R];
-#pragma unroll
-    for (int r = 0; r < RY; r++)
-#pragma unroll
-        for (int c = 0; c < RX; c++) acc[r][c] = 0.0f;
+    float acc[IG_R][IG_R] = {{0.0f}};
     for (int k0 = 0; k0 < CKK; k0 += IG_K) {
         for (int l = 0; l < LA; l++) {
             int f = t + G2 * l, k4 = f % (IG_K / 4), ii = f / (IG_K / 4), gi = bi + ii;
@@ -971,14 +967,11 @@ static void implicit_forward(__global float *y, __global const float *x,
 #pragma unroll
     for (int r = 0; r < RY; r++) {
         int i = bi + ty + GY * r;
-        if (i >= OC) break;
-        float bias = has_bias ? p[boff + i] : 0.0f;
+        float bias = has_bias && i < OC ? p[boff + i] : 0.0f;
 #pragma unroll
         for (int c = 0; c < RX; c++) {
-            int j = bj + tx + GX * c;
-            if (j >= NP) continue;
-            int n = j / OHW, q = j % OHW;
-            y[((long)n * OC + i) * OHW + q] = acc[r][c] + bias;
+            int j = bj + tx + GX * c, n = j / OHW, q = j % OHW;
+            if (i < OC && j < NP) y[((long)n * OC + i) * OHW + q] = acc[r][c] + bias;
         }
     }
 }
@@ -1004,7 +997,7 @@ IG_SIZES(IG_FORWARD)
  * sizes as the forward (conv_wgrad_implicit, _32, _128, _w8).
  * As and Bs as the forward's.
  * global = (ceil(CKK/TP)*GX, ceil(OC/TC)*GY, S), local = (GX, GY, 1). */
-static void implicit_wgrad(__global float *out, int outoff, int ostride, __global const float *gy,
+static IG_INLINE void implicit_wgrad(__global float *out, int outoff, int ostride, __global const float *gy,
                            __global const float *x, int N, int C, int H, int W, int OC, int K,
                            int stride, int pad, int OH, int OW, int per, const int GX,
                            const int GY, const int RX, const int RY, __local float *As,
@@ -1015,11 +1008,7 @@ static void implicit_wgrad(__global float *out, int outoff, int ostride, __globa
     int bi = get_group_id(1) * TC, bk = get_group_id(0) * TP, s = get_group_id(2);
     int KK = K * K, CKK = C * KK, OHW = OH * OW;
     long NP = (long)N * OHW, j0 = (long)s * per, j1 = min(NP, j0 + per);
-    float acc[IG_R][IG_R];
-#pragma unroll
-    for (int r = 0; r < RY; r++)
-#pragma unroll
-        for (int c = 0; c < RX; c++) acc[r][c] = 0.0f;
+    float acc[IG_R][IG_R] = {{0.0f}};
     for (long jb = j0; jb < j1; jb += IG_K) {
         for (int l = 0; l < LA; l++) {
             int f = t + G2 * l, k4 = f % (IG_K / 4), ii = f / (IG_K / 4), gi = bi + ii;
@@ -1060,11 +1049,10 @@ static void implicit_wgrad(__global float *out, int outoff, int ostride, __globa
 #pragma unroll
     for (int r = 0; r < RY; r++) {
         int i = bi + ty + GY * r;
-        if (i >= OC) break;
 #pragma unroll
         for (int c = 0; c < RX; c++) {
             int k = bk + tx + GX * c;
-            if (k < CKK) o[(long)i * CKK + k] = acc[r][c];
+            if (i < OC && k < CKK) o[(long)i * CKK + k] = acc[r][c];
         }
     }
 }
