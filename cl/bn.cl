@@ -300,37 +300,44 @@ __kernel void bn_backward_reduce(__global float *grads, int woff, int boff, __gl
  * bn_backward_reduce; with relu, gy masked as in bn_backward_partial. With hand >= 0 the plane
  * (H x W) goes also into gpad, the previous convolution's output gradient padded for its
  * input-gradient convolution (planes of (H + 2*hand) x (W + 2*hand) whose zeros are already
- * there: the backward's hand-off); gpad is not touched otherwise. */
+ * there: the backward's hand-off), and with `only` there alone, row by row (that convolution
+ * reads no other copy); gpad is not touched when hand < 0. Every width computes the same
+ * expression (BN_GX), so each element is the same float whichever path writes it. */
+#define BN_GX(T, g, xv)                                                                            \
+    (a * ((relu ? select(g, (T)(0.0f), fma(xv - mean, (T)(alpha), (T)(beta)) <= 0.0f) : g) - gm - \
+          (xv - mean) * k))
 __kernel void bn_backward_apply(__global float *gx, __global const float *gy,
                                 __global const float *x, __global const float *keep,
                                 __global const float *coef, int coff, int N, int C, int HW,
                                 __global const float *p, int woff, int boff, int relu,
-                                __global float *gpad, int hand, int H, int W) {
+                                __global float *gpad, int hand, int only, int H, int W) {
     int id = get_global_id(0);
     if (id >= N * C) return;
     coef += coff;
     int c = id % C;
     float mean = keep[c], a = coef[c], gm = coef[C + c], k = coef[2 * C + c];
+    float alpha = relu ? keep[C + c] * p[woff + c] : 0.0f, beta = relu ? p[boff + c] : 0.0f;
     __global const float *gr = gy + id * HW, *xr = x + id * HW;
+    if (hand >= 0 && only) {
+        int Wq = W + 2 * hand;
+        __global float *d = gpad + (long)id * (H + 2 * hand) * Wq + hand * Wq + hand;
+        for (int h = 0; h < H; h++, d += Wq, gr += W, xr += W) {
+            int w = 0;
+            for (; w + 16 <= W; w += 16)
+                vstore16(BN_GX(float16, vload16(0, gr + w), vload16(0, xr + w)), 0, d + w);
+            if (w + 8 <= W)
+                vstore8(BN_GX(float8, vload8(0, gr + w), vload8(0, xr + w)), 0, d + w), w += 8;
+            if (w + 4 <= W)
+                vstore4(BN_GX(float4, vload4(0, gr + w), vload4(0, xr + w)), 0, d + w), w += 4;
+            for (; w < W; w++) d[w] = BN_GX(float, gr[w], xr[w]);
+        }
+        return;
+    }
     __global float *out = gx + id * HW;
     int n16 = HW & ~15;
-    if (relu) {
-        float alpha = keep[C + c] * p[woff + c], beta = p[boff + c];
-        for (int i = 0; i < n16; i += 16) {
-            float16 xv = vload16(0, xr + i);
-            float16 g = relu_mask16(vload16(0, gr + i), bn_out16(xv, mean, alpha, beta));
-            vstore16(a * (g - gm - (xv - mean) * k), 0, out + i);
-        }
-        for (int i = n16; i < HW; i++)
-            out[i] = a * (relu_mask(gr[i], bn_out(xr[i], mean, alpha, beta)) - gm -
-                          (xr[i] - mean) * k);
-    } else {
-        for (int i = 0; i < n16; i += 16) {
-            float16 d = vload16(0, xr + i) - mean;
-            vstore16(a * (vload16(0, gr + i) - gm - d * k), 0, out + i);
-        }
-        for (int i = n16; i < HW; i++)
-            out[i] = a * (gr[i] - gm - (xr[i] - mean) * k);
-    }
+    for (int i = 0; i < n16; i += 16)
+        vstore16(BN_GX(float16, vload16(0, gr + i), vload16(0, xr + i)), 0, out + i);
+    for (int i = n16; i < HW; i++)
+        out[i] = BN_GX(float, gr[i], xr[i]);
     if (hand >= 0) pad_copy(gpad + (long)id * (H + 2 * hand) * (W + 2 * hand), out, H, W, hand);
 }

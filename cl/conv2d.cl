@@ -456,17 +456,19 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void conv_wgrad_s1(
     GW_STORE(3, 0) GW_STORE(3, 1) GW_STORE(3, 2) GW_STORE(3, 3)
 }
 
-/* gy (N, OC, OHW) to pixel-major rows gyt[(n*OHW + p)*OCp + oc], channels padded with zeros to
- * OCp (a multiple of 32): the operand layout of conv_wgrad_rows. One work-item per pixel (on
- * PoCL this ran faster than 16-pixel blocks or a local-memory tile transpose). */
-__kernel void gy_to_rows_pad(__global float *gyt, __global const float *gy, int gyoff, int N,
-                             int OC, int OHW, int OCp) {
-    int r = get_global_id(0);
+/* gy (N, OC, OH, OW) to pixel-major rows gyt[(n*OHW + p)*OCp + oc], channels padded with zeros
+ * to OCp (a multiple of 32): the operand layout of conv_wgrad_rows. gy's planes are padded by
+ * gp on every side ((OH + 2*gp) x (OW + 2*gp): the input gradient's padded copy, handed over
+ * by the next layer's backward), or plain with gp = 0. One work-item per pixel (on PoCL this
+ * ran faster than 16-pixel blocks or a local-memory tile transpose). */
+__kernel void gy_to_rows_pad(__global float *gyt, __global const float *gy, int gp, int N,
+                             int OC, int OH, int OW, int OCp) {
+    int r = get_global_id(0), OHW = OH * OW;
     if (r >= N * OHW) return;
-    int p = r % OHW, n = r / OHW;
-    __global const float *src = gy + gyoff + n * OC * OHW + p;
+    int p = r % OHW, n = r / OHW, Wq = OW + 2 * gp, plane = (OH + 2 * gp) * Wq;
+    __global const float *src = gy + (long)n * OC * plane + (p / OW + gp) * Wq + p % OW + gp;
     __global float *dst = gyt + (long)r * OCp;
-    for (int oc = 0; oc < OC; oc++) dst[oc] = src[oc * OHW];
+    for (int oc = 0; oc < OC; oc++) dst[oc] = src[(long)oc * plane];
     for (int oc = OC; oc < OCp; oc++) dst[oc] = 0.0f;
 }
 

@@ -388,6 +388,7 @@ static clcnn_io node_io(const clcnn_model *m, int i, int n, int training) {
     if (N->gpad_to >= 0) {
         const clcnn_node *G = &m->nodes[N->gpad_to];
         io.gxpad = m->bufs[N->gpad_to].keep_gpad, io.gxpad_pad = G->ops->gy_pad(G);
+        io.gxpad_only = N->gpad_only;
     }
     io.keep_gpad = b->keep_gpad, io.gy_padded = N->gy_padded;
     io.ws = m->shared;

@@ -52,6 +52,7 @@ static void plan_handoff(clcnn_model *m) {
     for (int j = 0; j < m->n_nodes; j++) {
         clcnn_node *c = &m->nodes[j];
         c->pad_to = c->gpad_to = -1, c->pad_only = c->x_padded = c->gy_padded = 0;
+        c->gpad_only = 0;
     }
     if (m->ctx->no_pad_handoff) return;
     for (int j = 0; j < m->n_nodes; j++) {
@@ -66,14 +67,16 @@ static void plan_handoff(clcnn_model *m) {
         if (ws.keep_pad) p->pad_to = j, p->pad_only = only_link(m, c->in[0], j), c->x_padded = 1;
     }
     /* the backward's: a node whose input gradient pass pads its output gradient (gy_pad) has it
-     * written padded by the backward of its output's only reader, when that layer can */
+     * written padded by the backward of its output's only reader, when that layer can; only
+     * padded when the node reads its output gradient nowhere else (gy_padded_only) */
     for (int j = 0; j + 1 < m->n_nodes; j++) {
         clcnn_node *c = &m->nodes[j], *r = NULL;
         for (int k = j + 1; k < m->n_nodes && !r; k++)
             if (only_link(m, j, k)) r = &m->nodes[k];
         if (r && c->ops->gy_pad && c->ops->gy_pad(c) >= 0 && r->ops->writes_gx_padded &&
             r->ops->writes_gx_padded(r))
-            r->gpad_to = j, c->gy_padded = 1;
+            r->gpad_to = j, c->gy_padded = 1,
+            r->gpad_only = c->ops->gy_padded_only && c->ops->gy_padded_only(c);
     }
 }
 

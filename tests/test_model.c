@@ -441,7 +441,10 @@ static void check_pad_handoff(const char *spec, int S, int want, int gwant) {
  * BatchNorm+ReLU on 16- and 6-wide rows, MaxPool2d's row kernel on 8- and 4-wide rows (the
  * first also feeding a residual sum, so it writes its output too), and a residual sum; then a
  * MaxPool2d with rows under 4 wide, which hands off nothing. In the backward, BatchNorm+ReLU
- * hands the gradient of convolutions with 16-, 4- and 6-wide outputs over padded. */
+ * hands the gradient of convolutions with 16-, 4- and 6-wide outputs over padded; where that
+ * convolution reads it only there (no bias, the row GEMM for its weights: 144 taps and more),
+ * the padded copy alone, on 16-wide rows, 6-wide ones (a vector of 4 and a tail) and, from
+ * BatchNorm without ReLU, 13-wide ones (8, 4 and 1). */
 static void check_pad_handoffs(void) {
     check_pad_handoff(
         "conv(8,3,pad=1) maxpool(2) conv(16,3,pad=1,bias=0) bn relu "
@@ -454,6 +457,12 @@ static void check_pad_handoffs(void) {
     check_pad_handoff(
         "conv(4,3,pad=1) conv(8,3,pad=1,bias=0) bn relu conv(8,3,pad=1) flatten linear(10)", 6, 1,
         1);
+    check_pad_handoff(
+        "conv(16,3,pad=1) conv(8,3,pad=1,bias=0) bn relu conv(8,3,pad=1) flatten linear(10)", 6, 1,
+        1);
+    check_pad_handoff("conv(16,3,pad=1) conv(8,3,pad=1,bias=0) bn conv(8,3,pad=1) flatten "
+                      "linear(10)",
+                      13, 1, 1);
 }
 
 int main(int argc, char **argv) {

@@ -267,6 +267,7 @@ static clcnn_status bn_backward(const clcnn_node *n, const clcnn_io *io) {
         w = n->x.flat ? 1 : n->x.w;
     CLCNN_ARG(&a, gp);
     CLCNN_ARG(&a, hand);
+    CLCNN_ARG(&a, io->gxpad_only);
     CLCNN_ARG(&a, h);
     CLCNN_ARG(&a, w);
     return bn_launch(io->ctx, k, &a, (size_t)N * C);

@@ -547,6 +547,7 @@ typedef struct wgrad_args {
     const clcnn_conv2d_shape *s;
     wgrad_plan plan;
     cl_mem gy;
+    int gp;         /* gy's planes padded by gp (keep_gpad, handed over), 0: plain */
     int rows_ready; /* io->rows already holds gy as pixel rows (after a fused pool) */
     cl_mem xp;      /* the padded input: io->xpad, padded here, or the forward's kept copy */
     int padded;     /* xp already holds x padded */
@@ -566,7 +567,7 @@ static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
     const clcnn_conv2d_shape *s = w->s;
     wgrad_plan plan = w->plan;
     cl_mem grads = ws->grads;
-    int woff = ws->woff, N = ws->N, zero = 0;
+    int woff = ws->woff, N = ws->N;
     int ohw = s->OH * s->OW, ckk = s->C * s->K * s->K;
     clcnn_status st;
     clcnn_kern *tr = clcnn_kernel(ctx, CLCNN_K_gy_to_rows_pad);
@@ -575,10 +576,11 @@ static clcnn_status wgrad_rows(clcnn_context *ctx, const wgrad_args *w) {
     clcnn_args t = {tr->k, 0, CL_SUCCESS};
     CLCNN_ARG(&t, ws->rows);
     CLCNN_ARG(&t, w->gy);
-    CLCNN_ARG(&t, zero);
+    CLCNN_ARG(&t, w->gp);
     CLCNN_ARG(&t, N);
     CLCNN_ARG(&t, s->OC);
-    CLCNN_ARG(&t, ohw);
+    CLCNN_ARG(&t, s->OH);
+    CLCNN_ARG(&t, s->OW);
     CLCNN_ARG(&t, plan.ocp);
     if (!w->rows_ready && (st = clcnn_launch1d(ctx, tr, &t, (size_t)N * ohw))) return st;
     cl_mem out = plan.S > 1 ? ws->col : grads;
@@ -1012,15 +1014,20 @@ static clcnn_status backward_im2col(const clcnn_node *n, const clcnn_io *io, int
 static clcnn_status wgrad_direct(const clcnn_node *n, const clcnn_io *io, cl_mem gy,
                                  int rows_ready) {
     const clcnn_conv2d_shape *s = &n->conv;
+    clcnn_conv2d_shape g;
     clcnn_status st = CLCNN_SUCCESS;
+    clcnn_algo a = n->algo[CLCNN_PASS_WGRAD];
+    /* the row GEMM reads gy from its padded copy when the next layer's backward handed it
+     * over there (its plain copy may not be written: conv_gy_padded_only) */
+    int handed = gy && io->gy_padded && a == CLCNN_ALGO_WGRAD_ROWS && grad_input_shape(s, &g);
     wgrad_args wa = {io,
                      s,
                      plan_wgrad(io->ctx, s, io->N),
-                     gy,
+                     handed ? io->keep_gpad : gy,
+                     handed ? g.pad : 0,
                      rows_ready,
                      io->keep_pad ? io->keep_pad : io->xpad,
                      io->keep_pad != NULL};
-    clcnn_algo a = n->algo[CLCNN_PASS_WGRAD];
     if (a == CLCNN_ALGO_WGRAD_TUNED) {
         static const char *const names[2] = {"lanes", "rows"};
         char key[80];
@@ -1186,6 +1193,15 @@ static int conv_gy_pad(const clcnn_node *n) {
     return g.pad;
 }
 
+/* Handed gy padded, the backward reads it there alone when nothing else wants the plain copy:
+ * no bias to sum, the row GEMM for the weights (gy_to_rows_pad reads the padded planes; the
+ * lanes reduction and the autotuner's choice read gy in place), and the flipped convolution
+ * for the input gradient (conv_gy_pad). */
+static int conv_gy_padded_only(const clcnn_node *n) {
+    return conv_gy_pad(n) >= 0 && !n->conv.bias &&
+           n->algo[CLCNN_PASS_WGRAD] == CLCNN_ALGO_WGRAD_ROWS;
+}
+
 /* The fused pool's store writes the pooled output into the next convolution's padded input
  * too (both direct kernels, POOL_ROW and POOL_ROW8 in cl/conv2d.cl). */
 static int conv_writes_padded(const clcnn_node *n) {
@@ -1204,4 +1220,5 @@ const clcnn_layer_ops clcnn_conv2d_ops = {
     .backward = conv_backward,
     .writes_padded = conv_writes_padded,
     .gy_pad = conv_gy_pad,
+    .gy_padded_only = conv_gy_padded_only,
 };

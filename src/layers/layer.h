@@ -120,8 +120,10 @@ typedef struct clcnn_node {
     int pad_to, pad_only, x_padded;
     /* The same in the backward: gpad_to is the node whose output gradient this node's backward
      * writes also zero-padded, as that node's input-gradient convolution reads it, into that
-     * node's keep_gpad (-1: none); gy_padded says that the node's keep_gpad is so written. */
-    int gpad_to, gy_padded;
+     * node's keep_gpad (-1: none), gpad_only that it writes only that (that node's backward
+     * reads its output gradient nowhere else); gy_padded says that the node's keep_gpad is so
+     * written. */
+    int gpad_to, gpad_only, gy_padded;
     clcnn_conv2d_shape conv; /* convolution nodes */
     double flops;            /* forward multiply-adds x 2 per sample */
     char label[2][48];       /* profiling section names: forward, backward */
@@ -146,9 +148,10 @@ typedef struct clcnn_io {
     cl_mem ypad;
     int ypad_pad, ypad_only, x_padded;
     /* The backward's hand-off: gx[0] also into gxpad zero-padded by gxpad_pad (gxpad NULL:
-     * none); gy_padded: keep_gpad already holds gy so padded. */
+     * none), and with gxpad_only there alone (nothing reads gx[0]); gy_padded: keep_gpad
+     * already holds gy so padded. */
     cl_mem gxpad, keep_gpad;
-    int gxpad_pad, gy_padded;
+    int gxpad_pad, gxpad_only, gy_padded;
     clcnn_node_ws ws; /* what was allocated for this batch */
     int N;
     int training; /* 1: a training step; 0: evaluation or prediction (PyTorch's model.eval()) */
@@ -216,6 +219,9 @@ typedef struct clcnn_layer_ops {
     /* The zero padding that n's input-gradient pass wants around its output gradient when it
      * is handed over padded (keep_gpad), or -1 when it takes none; NULL: -1. */
     int (*gy_pad)(const clcnn_node *n);
+    /* Whether n's backward, its output gradient handed over padded (gy_pad), reads it there
+     * alone, so that the producer need not write the plain copy; NULL: never. */
+    int (*gy_padded_only)(const clcnn_node *n);
 } clcnn_layer_ops;
 
 /* The ops of a layer kind (registry.c). */
