@@ -19,6 +19,11 @@ set_tests_properties(test_kill PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 # evaluation and inference. tests/oclgrind_check.sh runs the same program under oclgrind.
 clcnn_test(test_kernels_small SOURCES test_kernels_small.c LIBS clcnn_ref)
 
+# Every kernel source compiled by clang for spir64 at -O2 with warnings as errors: the
+# warnings a device's compiler only prints (a loop it could not unroll, say) fail here.
+add_test(NAME test_kernels_clang COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_kernels_clang.sh)
+set_tests_properties(test_kernels_clang PROPERTIES SKIP_RETURN_CODE 77)
+
 # The same program under oclgrind (label "oclgrind"; skipped when oclgrind is not installed):
 # no invalid access, no API misuse, no data race, the reference checks pass there too, same
 # figures as the default device. The clblast backend is left out: CLBlast's kernels are not

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(cmake gcc g++ make pkg-config python3 pocl-opencl-icd ocl-icd-opencl-dev opencl-headers
-      libclblast-dev zlib1g-dev libxxhash-dev oclgrind openmpi-bin libopenmpi-dev)
+      libclblast-dev zlib1g-dev libxxhash-dev oclgrind openmpi-bin libopenmpi-dev clang)
 bash cmake/apt-install.sh "${pkgs[@]}"
 require=${CLCNN_REQUIRE_PYTHON_TESTS:-${CLCNN_CI:-0}}
 python_tests_missing() {
