@@ -166,8 +166,8 @@ int main(void) {
     check_conv_algo("implicit", CLCNN_CONV_ALGO_DEFAULT, 3);
     check_conv_algo("direct", CLCNN_CONV_ALGO_IMPLICIT, 3);
 
-    /* The implicit-GEMM size: a name of the table, or an error after the kernels are built (the
-     * device's limits decide which run; PoCL's CPU device runs them all). */
+    /* The implicit-GEMM size: a name of the table, or, for a size the device's limits rule out
+     * (Intel's CPU runtime allows 64x128's kernels 208 work-items), one line saying so. */
     {
         static const char *const sizes[] = {"auto", "64", "32", "64x128", "64w8"};
         for (int z = 0; z < 5; z++) {
@@ -175,7 +175,7 @@ int main(void) {
             clcnn_context *ctx = make("CLCNN_IMPLICIT_SIZE", sizes[z], NULL, &st);
             const char *m = clcnn_context_errmsg(ctx);
             CHECK_MSG((st == CLCNN_SUCCESS && ctx->implicit_size == z) ||
-                          (info.type != CLCNN_DEVICE_CPU && st == CLCNN_ERR_INVALID_ARGUMENT &&
+                          (z > 0 && st == CLCNN_ERR_INVALID_ARGUMENT &&
                            strstr(m, "does not run on") && !strchr(m, '\n')),
                       "CLCNN_IMPLICIT_SIZE=%s: status %d (%s), size %d", sizes[z], (int)st, m,
                       st ? -1 : ctx->implicit_size);

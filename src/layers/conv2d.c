@@ -256,18 +256,25 @@ static void implicit_panels(clcnn_args *a, int z) {
     clcnn_arg(a, implicit_panel_b(z), NULL);
 }
 
-/* Whether the device runs size z: its work-groups (each kernel's own limit) and its panels of
- * local memory, asked of the kernels and the device, not assumed. */
-static int implicit_runs(const clcnn_context *ctx, int z) {
+/* The limits size z meets: the largest work-group both its kernels allow (each kernel's own
+ * CL_KERNEL_WORK_GROUP_SIZE) and the device's local memory, asked, not assumed. */
+static void implicit_limits(const clcnn_context *ctx, int z, size_t *wg, cl_ulong *local) {
     const implicit_size *q = &implicit_sizes[z];
-    cl_ulong local = 0;
-    size_t g2 = (size_t)q->gx * (size_t)q->gy;
     clcnn_kern *f = clcnn_kernel((clcnn_context *)ctx, q->fwd);
     clcnn_kern *w = clcnn_kernel((clcnn_context *)ctx, q->wgrad);
-    if (clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL) !=
+    *wg = f->max_wg < w->max_wg ? f->max_wg : w->max_wg;
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof *local, local, NULL) !=
         CL_SUCCESS)
-        return 0;
-    return f->max_wg >= g2 && w->max_wg >= g2 && local >= implicit_local_bytes(z);
+        *local = 0;
+}
+
+/* Whether the device runs size z: its work-groups and its panels of local memory. */
+static int implicit_runs(const clcnn_context *ctx, int z) {
+    size_t wg;
+    cl_ulong local;
+    implicit_limits(ctx, z, &wg, &local);
+    return wg >= (size_t)implicit_sizes[z].gx * implicit_sizes[z].gy &&
+           local >= implicit_local_bytes(z);
 }
 
 /* The device's class in implicit_classes (the last row matches every device). */
@@ -299,11 +306,16 @@ clcnn_status clcnn_conv_implicit_size(clcnn_context *ctx, const char *size) {
     for (int z = 0; z < IMPLICIT_SIZES; z++) {
         const implicit_size *q = &implicit_sizes[z];
         if (strcmp(size, q->size) != 0) continue;
+        size_t wg;
+        cl_ulong local;
+        implicit_limits(ctx, z, &wg, &local);
         if (!implicit_runs(ctx, z))
             return clcnn_fail(&ctx->err, CLCNN_ERR_INVALID_ARGUMENT,
                               "CLCNN_IMPLICIT_SIZE=%s does not run on %s: it needs work-groups of "
-                              "%d and %zu bytes of local memory",
-                              q->size, ctx->info.name, q->gx * q->gy, implicit_local_bytes(z));
+                              "%d (its kernels allow %zu) and %zu bytes of local memory (the "
+                              "device has %llu)",
+                              q->size, ctx->info.name, q->gx * q->gy, wg, implicit_local_bytes(z),
+                              (unsigned long long)local);
         ctx->implicit_size = z + 1;
         return CLCNN_SUCCESS;
     }
