@@ -217,6 +217,20 @@ static void store_first(float8 v, __global float *p, int count) {
     for (int j = 0; j < count; j++) p[j] = t[j];
 }
 
+/* m and best (declared by the caller, IT its int vector type) = the maximum of windows
+ * p00..p11 taken in scan order, strict '>', a NaN wins, and its offset (0, 1, W, W + 1) */
+#define POOL_MAX4(IT, p00, p01, p10, p11, W, m, best)                                              \
+    {                                                                                              \
+        IT c_;                                                                                     \
+        m = p00, best = (IT)(0);                                                                   \
+        c_ = (p01 > m) | isnan(p01);                                                               \
+        m = select(m, p01, c_), best = select(best, (IT)(1), c_);                                  \
+        c_ = (p10 > m) | isnan(p10);                                                               \
+        m = select(m, p10, c_), best = select(best, (IT)(W), c_);                                  \
+        c_ = (p11 > m) | isnan(p11);                                                               \
+        m = select(m, p11, c_), best = select(best, (IT)((W) + 1), c_);                            \
+    }
+
 /* MaxPool2d(2) fused into the store (pool != 0): y is then the pooled output (N, OC, PH, PW)
  * with PH = OH/2, PW = OW/2, and argmax records, as maxpool2_forward does, the index of each
  * window's maximum in the OH x OW plane: scan order (0,0), (0,1), (1,0), (1,1), strict '>',
@@ -229,17 +243,9 @@ static void store_first(float8 v, __global float *p, int count) {
  * reads y). */
 float8 pool8_store(float8 p00, float8 p01, float8 p10, float8 p11, int8 base, int W,
                    __global float *y, __global int *am, int count) {
-    float8 m = p00;
-    int8 best = (int8)(0), c;
-    c = (p01 > m) | isnan(p01);
-    m = select(m, p01, c);
-    best = select(best, (int8)(1), c);
-    c = (p10 > m) | isnan(p10);
-    m = select(m, p10, c);
-    best = select(best, (int8)(W), c);
-    c = (p11 > m) | isnan(p11);
-    m = select(m, p11, c);
-    best = select(best, (int8)(W + 1), c);
+    float8 m;
+    int8 best;
+    POOL_MAX4(int8, p00, p01, p10, p11, W, m, best)
     int8 idx = base + best;
     if (count == 8) {
         if (y) vstore8(m, 0, y);
@@ -1068,3 +1074,274 @@ static IG_INLINE void implicit_wgrad(__global float *out, int outoff, int ostrid
                        GX, GY, RX, RY, As, Bs);                                                    \
     }
 IG_SIZES(IG_WGRAD)
+
+/* Winograd F(2x2, 5x5) convolution for CPU devices (stride 1, 5x5 kernels): each 2x2 output
+ * tile is A^T [(G g G^T) . (B^T d B)] A over its 6x6 input patch d, 36 products per tile and
+ * channel pair where the direct convolution makes 100. The matrices (points 0, 1, -1, 2, -2 and
+ * infinity; derived and checked exactly by tests/ref/winograd_f2x5.py):
+ *   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0;
+ *          0 4 0 -5 0 1]
+ *   G   = [1/4 0 0 0 0; -1/6 -1/6 -1/6 -1/6 -1/6; -1/6 1/6 -1/6 1/6 -1/6;
+ *          1/24 1/12 1/6 1/3 2/3; 1/24 -1/12 1/6 -1/3 2/3; 0 0 0 0 1]
+ *   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 1]
+ * The weights' half, U = G g G^T, is wino5_weights' (once per pass, the weights change every
+ * step); the rest is conv_wino5's. */
+
+/* U[(p*C + c)*OCp + oc] = (G g G^T)[p] for g = w's (oc, c) filter, p = 6*i + j, zeros for oc
+ * past OC (OCp: OC rounded up to 16). With flip, the convolution is the input gradient of w
+ * (C, OC, 5, 5): its filter (oc, c) is w's (c, oc) turned by 180 degrees. One work-item per
+ * input channel and 16 output channels, one in each lane. global = (C, OCp/16). */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void wino5_weights(
+    __global float *U, __global const float *w, int woff, int OC, int C, int OCp, int flip) {
+    int c = get_global_id(0), oc0 = get_global_id(1) * 16;
+    float16 g[25], t[30];
+    for (int k = 0; k < 25; k++) {
+        float v[16];
+        for (int l = 0; l < 16; l++) {
+            int oc = min(oc0 + l, OC - 1);
+            v[l] = flip ? w[woff + ((long)c * OC + oc) * 25 + 24 - k]
+                        : w[woff + ((long)oc * C + c) * 25 + k];
+        }
+        g[k] = vload16(0, v);
+    }
+    int16 live = (int16)(oc0) + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15) <
+                 (int16)(OC);
+    /* pass 0: t = G g, a column of g at a time; pass 1: U = t G^T, a row of t at a time */
+    for (int pass = 0; pass < 2; pass++)
+        for (int r = 0; r < (pass ? 6 : 5); r++) {
+            float16 g0, g1, g2, g3, g4;
+            if (pass)
+                g0 = t[r * 5], g1 = t[r * 5 + 1], g2 = t[r * 5 + 2], g3 = t[r * 5 + 3],
+                g4 = t[r * 5 + 4];
+            else
+                g0 = g[r], g1 = g[5 + r], g2 = g[10 + r], g3 = g[15 + r], g4 = g[20 + r];
+            float16 e = g0 + g2 + g4, o = g1 + g3;
+            float16 pe = g0 * (1.0f / 24) + g2 * (1.0f / 6) + g4 * (2.0f / 3);
+            float16 po = g1 * (1.0f / 12) + g3 * (1.0f / 3);
+            float16 res[6] = {g0 * 0.25f, -(e + o) * (1.0f / 6), -(e - o) * (1.0f / 6),
+                              pe + po,     pe - po,              g4};
+            for (int i = 0; i < 6; i++) {
+                if (pass)
+                    vstore16(select((float16)(0.0f), res[i], live), 0,
+                             U + ((long)(r * 6 + i) * C + c) * OCp + oc0);
+                else
+                    t[i * 5 + r] = res[i];
+            }
+        }
+}
+
+/* B^T over six vectors d0..d5 (rows or columns of a patch) into o0..o5. */
+#define WINO_BT(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5)                                    \
+    {                                                                                              \
+        float16 t1_ = fma(-4.0f, d2, d4), t2_ = fma(-4.0f, d1, d3);                                \
+        float16 t3_ = d4 - d2, t4_ = 2.0f * (d3 - d1);                                             \
+        o0 = fma(4.0f, d0, fma(-5.0f, d2, d4));                                                    \
+        o1 = t1_ + t2_;                                                                            \
+        o2 = t1_ - t2_;                                                                            \
+        o3 = t3_ + t4_;                                                                            \
+        o4 = t3_ - t4_;                                                                            \
+        o5 = fma(4.0f, d1, fma(-5.0f, d3, d5));                                                    \
+    }
+/* 16 fmas: input channel V (16 tiles) into each output channel's accumulator, its transformed
+ * weight broadcast from U16 (16 consecutive output channels) */
+#define WINO_FMA(k, V, U16) acc##k = fma(V, (float16)((U16)[k]), acc##k);
+#define WINO_STEP(V, U16)                                                                          \
+    WINO_FMA(0, V, U16) WINO_FMA(1, V, U16) WINO_FMA(2, V, U16) WINO_FMA(3, V, U16)                \
+    WINO_FMA(4, V, U16) WINO_FMA(5, V, U16) WINO_FMA(6, V, U16) WINO_FMA(7, V, U16)                \
+    WINO_FMA(8, V, U16) WINO_FMA(9, V, U16) WINO_FMA(10, V, U16) WINO_FMA(11, V, U16)              \
+    WINO_FMA(12, V, U16) WINO_FMA(13, V, U16) WINO_FMA(14, V, U16) WINO_FMA(15, V, U16)
+#define WINO_M(k) M[j * WINO_OC + ob + k] = acc##k;
+
+/* The input channels conv_wino5 transforms at a time (its private V holds 36 x WINO_C
+ * vectors), and the most output channels it takes (OCp <= WINO_OC). */
+#define WINO_C 32
+#define WINO_OC 64
+
+/* One patch element of 16 tiles, twv tiles a tile row, tile row q's read at r_q: neighbouring
+ * tiles' patches start 2 columns apart, so a tile row's values are the even lanes of a load. */
+static IG_INLINE float16 wino_gather(__global const float *r0, __global const float *r1,
+                                     __global const float *r2, __global const float *r3,
+                                     const int twv) {
+    if (twv == 8) return (float16)(vload16(0, r0).even, vload16(0, r1).even);
+    return (float16)(vload8(0, r0).even, vload8(0, r1).even, vload8(0, r2).even,
+                     vload8(0, r3).even);
+}
+
+/* The first `count` of n (n = 4 or 8) values of v at p. */
+static IG_INLINE void wino_store_f(__global float *p, const float *v, int count, const int n) {
+    if (count == n) {
+        if (n == 8) vstore8(vload8(0, v), 0, p);
+        else vstore4(vload4(0, v), 0, p);
+        return;
+    }
+    for (int e = 0; e < count; e++) p[e] = v[e];
+}
+
+/* conv_wino5's body for TWV tiles per tile row (8 or 4: 2 or 4 tile rows of 16 lanes). */
+static IG_INLINE void wino5_forward(__global float *y, int yoff, __global const float *xp,
+                                    __global const float *U, int OCp, __global const float *w,
+                                    int boff, int has_bias, int C, int Hp, int Wp, int OC, int OH,
+                                    int OW, __global int *argmax, int pool, __global float *ypad,
+                                    int hand, int only, const int twv) {
+    const int rq = 16 / twv;
+    int TH = (OH + 1) / 2, TW = (OW + 1) / 2;
+    int tx0 = get_global_id(0) * twv, ty0 = get_global_id(1) * rq, n = get_global_id(2);
+    float16 V[36 * WINO_C], M[6 * WINO_OC], Y[4 * WINO_OC], T[36];
+    for (int cb = 0; cb < C; cb += WINO_C) {
+        int nc = min(WINO_C, C - cb);
+        /* V[p][c] = (B^T d B)[p] of channel cb + c, 16 tiles in the lanes; rows past the
+         * tiles read the last tile row's (not stored) */
+        for (int c = 0; c < nc; c++) {
+            __global const float *pl = xp + ((long)n * C + cb + c) * Hp * Wp + 2 * tx0;
+            __global const float *r0 = pl + 2 * min(ty0, TH - 1) * Wp;
+            __global const float *r1 = pl + 2 * min(ty0 + 1, TH - 1) * Wp;
+            __global const float *r2 = pl + 2 * min(ty0 + 2, TH - 1) * Wp;
+            __global const float *r3 = pl + 2 * min(ty0 + 3, TH - 1) * Wp;
+            for (int a = 0; a < 6; a++) {
+                int o = a * Wp;
+                float16 d0 = wino_gather(r0 + o, r1 + o, r2 + o, r3 + o, twv);
+                float16 d1 = wino_gather(r0 + o + 1, r1 + o + 1, r2 + o + 1, r3 + o + 1, twv);
+                float16 d2 = wino_gather(r0 + o + 2, r1 + o + 2, r2 + o + 2, r3 + o + 2, twv);
+                float16 d3 = wino_gather(r0 + o + 3, r1 + o + 3, r2 + o + 3, r3 + o + 3, twv);
+                float16 d4 = wino_gather(r0 + o + 4, r1 + o + 4, r2 + o + 4, r3 + o + 4, twv);
+                float16 d5 = wino_gather(r0 + o + 5, r1 + o + 5, r2 + o + 5, r3 + o + 5, twv);
+                WINO_BT(d0, d1, d2, d3, d4, d5, T[a * 6], T[a * 6 + 1], T[a * 6 + 2],
+                        T[a * 6 + 3], T[a * 6 + 4], T[a * 6 + 5])
+            }
+            for (int j = 0; j < 6; j++) {
+                float16 o0, o1, o2, o3, o4, o5;
+                WINO_BT(T[j], T[6 + j], T[12 + j], T[18 + j], T[24 + j], T[30 + j], o0, o1, o2,
+                        o3, o4, o5)
+                V[j * WINO_C + c] = o0;
+                V[(6 + j) * WINO_C + c] = o1;
+                V[(12 + j) * WINO_C + c] = o2;
+                V[(18 + j) * WINO_C + c] = o3;
+                V[(24 + j) * WINO_C + c] = o4;
+                V[(30 + j) * WINO_C + c] = o5;
+            }
+        }
+        /* per row i of points: M[j][oc] = sum over c of V[6i+j][c] * U[6i+j][c][oc] (16
+         * channels in 16 accumulators, each V vector read while in L1 for all OCp), then
+         * Y[oc][r][s] += A^T[r][i] * sum over j of M[j][oc] * A^T[s][j] */
+        for (int i = 0; i < 6; i++) {
+            for (int j = 0; j < 6; j++) {
+                int p = i * 6 + j;
+                __private const float16 *vp = V + p * WINO_C;
+                for (int ob = 0; ob < OCp; ob += 16) {
+                    float16 acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0, acc4 = 0, acc5 = 0;
+                    float16 acc6 = 0, acc7 = 0, acc8 = 0, acc9 = 0, acc10 = 0, acc11 = 0;
+                    float16 acc12 = 0, acc13 = 0, acc14 = 0, acc15 = 0;
+                    __global const float *u = U + ((long)p * C + cb) * OCp + ob;
+                    int c = 0;
+                    for (; c + 2 <= nc; c += 2, u += 2 * OCp) { /* two channels a turn */
+                        float16 v0 = vp[c], v1 = vp[c + 1];
+                        WINO_STEP(v0, u)
+                        WINO_STEP(v1, u + OCp)
+                    }
+                    if (c < nc) {
+                        float16 v0 = vp[c];
+                        WINO_STEP(v0, u)
+                    }
+                    WINO_M(0) WINO_M(1) WINO_M(2) WINO_M(3) WINO_M(4) WINO_M(5) WINO_M(6)
+                    WINO_M(7) WINO_M(8) WINO_M(9) WINO_M(10) WINO_M(11) WINO_M(12) WINO_M(13)
+                    WINO_M(14) WINO_M(15)
+                }
+            }
+            /* A^T's column i: (1, 0), (1, 1), (1, -1), (1, 2), (1, -2), (0, 1) */
+            float a0 = i < 5 ? 1.0f : 0.0f;
+            float a1 = i == 0 ? 0.0f : i == 1 || i == 5 ? 1.0f : i == 2 ? -1.0f : i == 3 ? 2.0f : -2.0f;
+            int first = i == 0 && cb == 0;
+            for (int k = 0; k < OCp; k++) {
+                float16 m0 = M[k], m1 = M[WINO_OC + k], m2 = M[2 * WINO_OC + k];
+                float16 m3 = M[3 * WINO_OC + k], m4 = M[4 * WINO_OC + k], m5 = M[5 * WINO_OC + k];
+                float16 z0 = m0 + m1 + m2 + m3 + m4, z1 = m1 - m2 + 2.0f * (m3 - m4) + m5;
+                __private float16 *yk = Y + 4 * k;
+                yk[0] = first ? a0 * z0 : fma(a0, z0, yk[0]);
+                yk[1] = first ? a0 * z1 : fma(a0, z1, yk[1]);
+                yk[2] = first ? a1 * z0 : fma(a1, z0, yk[2]);
+                yk[3] = first ? a1 * z1 : fma(a1, z1, yk[3]);
+            }
+        }
+    }
+    /* the store: lane l is tile (ty0 + l/twv, tx0 + l%twv), outputs (2ty + r, 2tx + s) in
+     * Y[oc][2r + s] */
+    int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int oc = 0; oc < OC && oc < OCp; oc++) {
+        float bias = has_bias ? w[boff + oc] : 0.0f;
+        float16 y00 = Y[4 * oc] + bias, y01 = Y[4 * oc + 1] + bias;
+        float16 y10 = Y[4 * oc + 2] + bias, y11 = Y[4 * oc + 3] + bias;
+        if (pool) {
+            /* MaxPool2d(2) over each tile, as pool8_store: scan order, strict '>', NaN wins */
+            int PH = OH / 2, PW = OW / 2, cnt = min(twv, PW - tx0);
+            float16 m;
+            int16 best;
+            POOL_MAX4(int16, y00, y01, y10, y11, OW, m, best)
+            int16 idx = 2 * (ty0 + lane / twv) * OW + 2 * (tx0 + lane % twv) + best;
+            float tm[16];
+            int ti[16];
+            vstore16(m, 0, tm);
+            vstore16(idx, 0, ti);
+            for (int q = 0; q < rq && cnt > 0; q++) {
+                int ph = ty0 + q;
+                if (ph >= PH) break;
+                long o = ((long)(n * OC + oc) * PH + ph) * PW + tx0;
+                if (!only) wino_store_f(y + yoff + o, tm + q * twv, cnt, twv);
+                for (int e = 0; e < cnt; e++) argmax[o + e] = ti[q * twv + e];
+                if (hand >= 0)
+                    wino_store_f(ypad + ((long)(n * OC + oc) * (PH + 2 * hand) + ph + hand) *
+                                            (PW + 2 * hand) + tx0 + hand,
+                                 tm + q * twv, cnt, twv);
+            }
+            continue;
+        }
+        __global float *yo = y + yoff + (long)(n * OC + oc) * OH * OW + 2 * tx0;
+        int cnt = min(2 * twv, OW - 2 * tx0);
+        for (int q = 0; q < rq; q++) {
+            int oh = 2 * (ty0 + q);
+            if (oh >= OH) break;
+            /* output rows oh and oh + 1: the tile row's lanes of y_r0 and y_r1 interleaved */
+            float t0[16], t1[16];
+            if (twv == 8) {
+                uint16 mk = (uint16)(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23) +
+                            (uint16)(8 * q);
+                vstore16(shuffle2(y00, y01, mk), 0, t0);
+                vstore16(shuffle2(y10, y11, mk), 0, t1);
+            } else {
+                uint8 mk = (uint8)(0, 16, 1, 17, 2, 18, 3, 19) + (uint8)(4 * q);
+                vstore8(shuffle2(y00, y01, mk), 0, t0);
+                vstore8(shuffle2(y10, y11, mk), 0, t1);
+            }
+            for (int h = 0; h < 2 && oh + h < OH; h++) {
+                __global float *d = yo + (oh + h) * OW;
+                const float *src = h ? t1 : t0;
+                if (cnt == 16)
+                    vstore16(vload16(0, src), 0, d);
+                else if (cnt == 8 && twv == 4)
+                    vstore8(vload8(0, src), 0, d);
+                else
+                    for (int e = 0; e < cnt; e++) d[e] = src[e];
+            }
+        }
+    }
+}
+
+/* One work-item per work-group computes 16 tiles (2x2 outputs each) of one image, all output
+ * channels: the input transform of every input channel into V (private, 36 x WINO_C vectors;
+ * more channels go in blocks), the products with U (wino5_weights) summed over channels, and
+ * the output transform, then either the output NCHW with its bias (pool 0) or a fused
+ * MaxPool2d(2) as conv_direct_s1's (y pooled unless `only`, argmax, and with hand >= 0 the
+ * padded hand-off ypad). Reads of tiles past the map come from the padded input's slack and
+ * are not stored. conv_wino5: 8 tiles x 2 tile rows per work-item (maps over 8 wide), global =
+ * (ceil(TW/8), ceil(TH/2), N); conv_wino5_w4: 4 x 4 (maps at most 8 wide), global = (1,
+ * ceil(TH/4), N); TW, TH = ceil(OW/2), ceil(OH/2). Needs K == 5 and OCp <= WINO_OC. */
+#define WINO_KERNEL(NAME, TWV)                                                                     \
+    __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(                             \
+        __global float *y, int yoff, __global const float *xp, __global const float *U, int OCp,   \
+        __global const float *w, int boff, int has_bias, int C, int Hp, int Wp, int OC, int K,     \
+        int OH, int OW, __global int *argmax, int pool, __global float *ypad, int hand,            \
+        int only) {                                                                                \
+        wino5_forward(y, yoff, xp, U, OCp, w, boff, has_bias, C, Hp, Wp, OC, OH, OW, argmax, pool, \
+                      ypad, hand, only, TWV);                                                      \
+    }
+WINO_KERNEL(conv_wino5, 8)
+WINO_KERNEL(conv_wino5_w4, 4)

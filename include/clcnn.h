@@ -152,7 +152,7 @@ typedef enum clcnn_backend {
 /* How convolutions run. */
 typedef enum clcnn_conv_algo {
     CLCNN_CONV_ALGO_DEFAULT = 0, /* as CLCNN_CONV_ALGO says, else rules per device */
-    CLCNN_CONV_ALGO_DIRECT,      /* direct kernels where the layer allows them */
+    CLCNN_CONV_ALGO_DIRECT,      /* direct kernels where the layer allows them (not Winograd) */
     CLCNN_CONV_ALGO_IM2COL,      /* im2col + GEMM everywhere */
     CLCNN_CONV_ALGO_IMPLICIT     /* implicit-GEMM kernels shaped for GPUs where the device runs
                                     them (work-groups of 64 or 256, 4.2-12.4 KB of local memory;

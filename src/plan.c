@@ -222,7 +222,7 @@ static double node_bytes(const clcnn_node_ws *w) {
 size_t clcnn_plan_format(const clcnn_model *m, int N, char *buf, size_t size) {
     size_t used = 0;
     if (buf && size) buf[0] = '\0';
-    clcnn_appendf(buf, size, &used, "%-4s %-20s %-7s %-12s %-12s %-12s %-12s %s\n", "node", "layer",
+    clcnn_appendf(buf, size, &used, "%-4s %-20s %-7s %-12s %-14s %-14s %-14s %s\n", "node", "layer",
                   "input", "output", "forward", "wgrad", "dgrad", "workspace");
     for (int i = 0; i < m->n_nodes; i++) {
         const clcnn_node *n = &m->nodes[i];
@@ -245,7 +245,7 @@ size_t clcnn_plan_format(const clcnn_model *m, int N, char *buf, size_t size) {
         else
             snprintf(out, sizeof out, "%dx%dx%d", n->y.c, n->y.h, n->y.w);
         if (n->ops->workspace) n->ops->workspace(m->ctx, n, N, &w);
-        clcnn_appendf(buf, size, &used, "%-4d %-20s %-7s %-12s %-12s %-12s %-12s %.1f KiB", i, name,
+        clcnn_appendf(buf, size, &used, "%-4d %-20s %-7s %-12s %-14s %-14s %-14s %.1f KiB", i, name,
                       in, out, clcnn_algo_name(n->algo[0]), clcnn_algo_name(n->algo[1]),
                       clcnn_algo_name(n->algo[2]), node_bytes(&w) / 1024.0);
         if (n->pad_to >= 0) clcnn_appendf(buf, size, &used, ", pads for %d", n->pad_to);

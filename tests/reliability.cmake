@@ -52,11 +52,20 @@ foreach(sizes "64,32" "64x128,64w8")
     TIMEOUT 600 LABELS oclgrind)
 endforeach()
 # Every layer-ops row with a 2x2 pool, the fused convolution's among them (its padded NCHW
-# gradient written a plane per work-item, eight windows at a time), under oclgrind (~70 s).
+# gradient written a plane per work-item, eight windows at a time; and Winograd's on the 5x5
+# rows), under oclgrind (~180 s).
 add_test(NAME test_oclgrind_pool COMMAND ${CMAKE_COMMAND} -E env SELF_TEST=0
   "PROG_ARGS=maxpool(2)" bash ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.sh
   $<TARGET_FILE:test_layer_ops> cpu)
 set_tests_properties(test_oclgrind_pool PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+  LABELS oclgrind)
+# The Winograd convolutions without a pool (their NCHW store in both variants, 8 x 2 and 4 x 4
+# tiles a work-item, on odd maps) and the transform of the flipped weights, under oclgrind, on
+# the two rows made for them (~170 s).
+add_test(NAME test_oclgrind_winograd COMMAND ${CMAKE_COMMAND} -E env SELF_TEST=0
+  "PROG_ARGS=conv(3,5,pad=2)" bash ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.sh
+  $<TARGET_FILE:test_layer_ops> cpu)
+set_tests_properties(test_oclgrind_winograd PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
   LABELS oclgrind)
 
 # libFuzzer harnesses (fuzz/): clang only, off by default. CI builds them with fuzz/smoke.sh

@@ -68,6 +68,8 @@ static const lo_case cases[] = {
     {"conv(4,2,pad=2)", 3, 4, 5, 3, 1, IN_RANDOM, 0, 0},    /* pad > K-1, even kernel */
     {"conv(8,5,pad=2)", 3, 12, 10, 7, 1, IN_RANDOM, 0, 0},  /* an odd batch of 7 */
     {"conv(4,5,pad=2)", 5, 5, 9, 2, 1, IN_RANDOM, 0, 0},    /* direct: 2 of 3 tiles an item */
+    {"conv(3,5,pad=2)", 3, 7, 7, 2, 1, IN_RANDOM, 0, 0},    /* Winograd's 4 x 4 tiles, 7 wide */
+    {"conv(3,5,pad=2)", 2, 9, 11, 1, 1, IN_RANDOM, 0, 0},   /* and its 8 x 2, on 9 x 11 */
     {"conv(8,5,pad=2)", 3, 12, 10, 7, 1, IN_RANDOM, 2, 0},  /* the same in chunks of images */
     {"conv(3,3,stride=2)", 2, 5, 7, 3, 1, IN_RANDOM, 2, 0}, /* chunked, stride 2 */
     {"conv(32,5,pad=2)", 3, 11, 13, 2, 1, IN_RANDOM, 0, 0}, /* OC 32: full 8x32 CPU GEMM tiles */
@@ -100,6 +102,11 @@ static const lo_case cases[] = {
     {"conv(20,5,pad=2) maxpool(2)", 8, 9, 10, 2, 0, IN_RANDOM, 0, 0},
     {"conv(40,5,pad=2,bias=0) maxpool(2)", 6, 8, 8, 3, 1, IN_RANDOM, 0, 0},
     {"conv(33,5,pad=2) maxpool(2)", 6, 12, 12, 3, 1, IN_RANDOM, 0, 0},
+    /* Winograd's limits, small enough for oclgrind: 33 input channels (two blocks of 32), 64
+     * outputs (its most), and the input gradient the other way round; an odd 17 x 18 map (9
+     * tiles a row: a second work-item column of one tile; the last tile row half) */
+    {"conv(64,5,pad=2) maxpool(2)", 33, 4, 4, 1, 1, IN_RANDOM, 0, 0},
+    {"conv(17,5,pad=2) maxpool(2)", 2, 17, 18, 1, 1, IN_RANDOM, 0, 0},
     /* the fused pool's padded NCHW gradient: 9 windows a row (eight at once, one alone) and an
      * odd last row and column; 16 windows (two vectors) with four-way ties */
     {"conv(3,3,pad=1) maxpool(2)", 2, 7, 19, 2, 1, IN_RANDOM, 0, 0},

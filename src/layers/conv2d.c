@@ -3,15 +3,17 @@
  * - forward: `direct` (stride 1: a padded copy of the input, one launch for the batch; output
  *   columns in the vector lanes), `direct-lanes` (the same with output channels in the lanes),
  *   `direct+pool` (direct with a following MaxPool2d(2) in its store: a fused node),
+ *   `winograd` / `winograd+pool` (Winograd F(2x2, 5x5) over the padded input, CPU-shaped; the
+ *   same fused pool),
  *   `implicit` (an implicit GEMM shaped for GPUs, any stride: the image gathered into local
  *   memory, no scratch), or `im2col` (im2col + GEMM + scatter, in chunks of images);
  * - weight gradient: `wgrad-rows` (gy as pixel rows, an implicit GEMM against the padded
  *   input), `wgrad-lanes` (gy read in place, reduced across lanes), `wgrad-tuned` (either,
  *   timed once), `wgrad-implicit` (the GPU-shaped implicit GEMM, split over the batch's
  *   pixels) or `im2col` (gather + GEMM);
- * - input gradient: `flip-direct` / `flip-lanes` / `flip-implicit` / `flip-im2col` (stride 1,
- *   pad <= K-1: a convolution of gy with the flipped weights, by either direct kind, the
- *   implicit GEMM or im2col) or `col2im` (GEMM + col2im). */
+ * - input gradient: `flip-direct` / `flip-lanes` / `flip-winograd` / `flip-implicit` /
+ *   `flip-im2col` (stride 1, pad <= K-1: a convolution of gy with the flipped weights, by a
+ *   direct kind, Winograd, the implicit GEMM or im2col) or `col2im` (GEMM + col2im). */
 #include "layer.h"
 
 #include <string.h>
@@ -193,6 +195,77 @@ static clcnn_status conv_bcast(clcnn_context *ctx, cl_mem xp, const clcnn_conv2d
     padded_shape_args(&b, s);
     size_t global[3] = {(size_t)((s->OW + t->q - 1) / t->q) * (size_t)((s->OH + t->r - 1) / t->r),
                         (size_t)op / (16 * (size_t)t->v), (size_t)N};
+    return clcnn_launch_single(ctx, k, &b, 3, global);
+}
+
+/* The Winograd F(2x2, 5x5) kernels' limit on output channels (WINO_OC in cl/conv2d.cl). */
+enum { WINO_OC = 64 };
+
+/* Where the rules take Winograd on CPU devices: at least WINO_MIN_C input and WINO_MIN_OC
+ * output channels. Its input transform costs per input channel what the products save per
+ * output channel, so it pays with many of both: on PoCL (batch 64, 5x5, against
+ * conv_direct_s1, transforms included) 0.64x at 3 -> 32 channels (32x32 maps), 0.84x at
+ * 6 -> 16, 0.99x at 8 -> 32, 1.05x at 16 -> 16, 1.23x at 16 -> 32, 1.3-1.5x at 32 -> 32
+ * (16x16), 1.6-1.9x at 32 or 64 -> 64 or 32 (8x8). */
+enum { WINO_MIN_C = 16, WINO_MIN_OC = 32 };
+
+/* Whether the Winograd kernels take s: 5x5 taps, stride 1, at most WINO_OC outputs. */
+static int wino_fits(const clcnn_conv2d_shape *s) {
+    return s->K == 5 && s->stride == 1 && s->OC <= WINO_OC;
+}
+
+/* Whether the rules take Winograd for s: where they take the direct kernels (CPU devices, no
+ * CLCNN_CONV_ALGO) and s has channels enough. */
+static int wino_rule(const clcnn_context *ctx, const clcnn_conv2d_shape *s) {
+    return ctx->conv_algo == CLCNN_CONV_ALGO_DEFAULT && clcnn_gemm_kind(ctx) == CLCNN_GEMM_CPU &&
+           wino_fits(s) && s->C >= WINO_MIN_C && s->OC >= WINO_MIN_OC;
+}
+
+/* Floats of s's transformed weights (36 per filter, output channels rounded up to 16). */
+static size_t wino_weights(const clcnn_conv2d_shape *s) {
+    return 36 * (size_t)s->C * (size_t)((s->OC + 15) / 16 * 16);
+}
+
+/* y = conv(xp, w) by Winograd F(2x2, 5x5): the weights (params at woff, as (OC, C, 5, 5); with
+ * flip, those of the convolution whose input gradient this is, as (C, OC, 5, 5)) transformed
+ * into U, then one launch for the batch. With argmax, a MaxPool2d(2) rides in the store as in
+ * conv_direct (y pooled, the hand-off into ypad when ypad_pad >= 0). */
+static clcnn_status conv_wino(clcnn_context *ctx, cl_mem xp, const clcnn_conv2d_shape *s, cl_mem y,
+                              cl_mem params, int woff, int boff, int flip, cl_mem U, int N,
+                              cl_mem argmax, cl_mem ypad, int ypad_pad, int ypad_only) {
+    clcnn_kern *kw = clcnn_kernel(ctx, CLCNN_K_wino5_weights);
+    int ocp = (s->OC + 15) / 16 * 16, zero = 0, narrow = s->OW <= 8;
+    clcnn_kern *k = clcnn_kernel(ctx, narrow ? CLCNN_K_conv_wino5_w4 : CLCNN_K_conv_wino5);
+    clcnn_status st;
+    clcnn_args a = {kw->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&a, U);
+    CLCNN_ARG(&a, params);
+    CLCNN_ARG(&a, woff);
+    CLCNN_ARG(&a, s->OC);
+    CLCNN_ARG(&a, s->C);
+    CLCNN_ARG(&a, ocp);
+    CLCNN_ARG(&a, flip);
+    size_t wglobal[2] = {(size_t)s->C, (size_t)ocp / 16};
+    if ((st = clcnn_launch_single(ctx, kw, &a, 2, wglobal))) return st;
+    int pool = argmax != NULL, hand = pool && ypad ? ypad_pad : -1, only = hand >= 0 && ypad_only;
+    cl_mem am = pool ? argmax : y, yp = hand >= 0 ? ypad : y; /* valid buffers left alone */
+    clcnn_args b = {k->k, 0, CL_SUCCESS};
+    CLCNN_ARG(&b, y);
+    CLCNN_ARG(&b, zero);
+    CLCNN_ARG(&b, xp);
+    CLCNN_ARG(&b, U);
+    CLCNN_ARG(&b, ocp);
+    CLCNN_ARG(&b, params);
+    CLCNN_ARG(&b, boff);
+    CLCNN_ARG(&b, s->bias);
+    padded_shape_args(&b, s);
+    CLCNN_ARG(&b, am);
+    CLCNN_ARG(&b, pool);
+    CLCNN_ARG(&b, yp);
+    CLCNN_ARG(&b, hand);
+    CLCNN_ARG(&b, only);
+    size_t th = (size_t)(s->OH + 1) / 2, tw = (size_t)(s->OW + 1) / 2;
+    size_t global[3] = {narrow ? 1 : (tw + 7) / 8, narrow ? (th + 3) / 4 : (th + 1) / 2, (size_t)N};
     return clcnn_launch_single(ctx, k, &b, 3, global);
 }
 
@@ -646,18 +719,25 @@ static int has(const clcnn_algo *list, int n, clcnn_algo a) {
     return 0;
 }
 
-/* Forward: direct or direct-lanes (stride 1), implicit (devices that run one of its sizes), or
- * im2col. Weight gradient: rows, lanes (stride 1), implicit or im2col. Input gradient: the
- * flipped convolution (stride 1, pad <= K-1) by direct, direct-lanes, im2col or implicit, or
- * col2im. With autotuning on, each pass that has an implicit GEMM also has gemm-tuned (that or
- * its im2col way, timed). A fused node's backward is fixed: wgrad-rows and flip-direct. */
+/* Forward: direct or direct-lanes (stride 1), winograd (5x5, stride 1, at most WINO_OC
+ * outputs), implicit (devices that run one of its sizes), or im2col. Weight gradient: rows,
+ * lanes (stride 1), implicit or im2col. Input gradient: the flipped convolution (stride 1, pad
+ * <= K-1) by direct, direct-lanes, im2col, winograd (where it fits the flipped shape) or
+ * implicit, or col2im. With autotuning on, each pass that has an implicit GEMM also has
+ * gemm-tuned (that or its im2col way, timed). A fused node: direct+pool or winograd+pool,
+ * wgrad-rows, flip-direct or flip-winograd. */
 static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_conv2d_shape g;
     int k = 0, s1 = s->stride == 1;
     if (pass == CLCNN_PASS_FORWARD) {
-        if (n->n_layers == 2) return out[0] = CLCNN_ALGO_DIRECT_POOL, 1;
+        if (n->n_layers == 2) {
+            out[k++] = CLCNN_ALGO_DIRECT_POOL;
+            if (wino_fits(s)) out[k++] = CLCNN_ALGO_WINOGRAD_POOL;
+            return k;
+        }
         if (s1) out[k++] = CLCNN_ALGO_DIRECT, out[k++] = CLCNN_ALGO_DIRECT_LANES;
+        if (wino_fits(s)) out[k++] = CLCNN_ALGO_WINOGRAD;
         if (implicit_ok(ctx)) out[k++] = CLCNN_ALGO_IMPLICIT;
         if (implicit_ok(ctx) && clcnn_tune_enabled(ctx)) out[k++] = CLCNN_ALGO_GEMM_TUNED;
         out[k++] = CLCNN_ALGO_IM2COL;
@@ -669,10 +749,16 @@ static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, c
         if (implicit_ok(ctx) && clcnn_tune_enabled(ctx)) out[k++] = CLCNN_ALGO_GEMM_TUNED;
         out[k++] = CLCNN_ALGO_IM2COL;
     } else if (n->need_gx) {
-        if (n->n_layers == 2) return out[0] = CLCNN_ALGO_FLIP_DIRECT, 1;
+        int gw = grad_input_shape(s, &g) && wino_fits(&g);
+        if (n->n_layers == 2) {
+            out[k++] = CLCNN_ALGO_FLIP_DIRECT;
+            if (gw) out[k++] = CLCNN_ALGO_FLIP_WINOGRAD;
+            return k;
+        }
         if (grad_input_shape(s, &g))
             out[k++] = CLCNN_ALGO_FLIP_DIRECT, out[k++] = CLCNN_ALGO_FLIP_LANES,
             out[k++] = CLCNN_ALGO_FLIP_IM2COL;
+        if (gw) out[k++] = CLCNN_ALGO_FLIP_WINOGRAD;
         if (grad_input_shape(s, &g) && implicit_ok(ctx)) out[k++] = CLCNN_ALGO_FLIP_IMPLICIT;
         if (grad_input_shape(s, &g) && implicit_ok(ctx) && clcnn_tune_enabled(ctx))
             out[k++] = CLCNN_ALGO_GEMM_TUNED;
@@ -684,21 +770,32 @@ static int conv_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, c
 /* The rules: the direct kernels where the device takes the CPU-shaped GEMM (they are written
  * for CPU devices) and the output has DIRECT_MIN_PIXELS pixels or more or suits the lanes
  * kernels, or where CLCNN_CONV_ALGO=direct asks; im2col elsewhere. A direct forward takes
- * direct-lanes where its tiles suit the shape (pick_bcast), else direct. On the direct path the
- * weight gradient reads gy in place below WGRAD_ROWS_MIN_TAPS taps and takes the row GEMM
- * above (or the autotuner times both); the input gradient is the flipped convolution, by
- * flip-lanes where the lanes tiles suit its shape, else by the forward's kind, where the shape
- * allows one, else col2im. CLCNN_CONV_ALGO=implicit takes the implicit GEMMs for all three
- * passes where the device runs them. Off the direct path with autotuning on (a GPU, or a forced
- * GEMM backend other than cpu), each pass takes gemm-tuned where the device runs the implicit
- * GEMMs: the first step times them against im2col + the GEMM backend per shape and keeps the
- * fastest; without tuning no rule picks them (not yet measured faster on any GPU). */
+ * winograd where wino_rule says (not under CLCNN_CONV_ALGO=direct), else direct-lanes where
+ * its tiles suit the shape (pick_bcast), else direct; a fused node winograd+pool or
+ * direct+pool by the same rule. On the direct path the weight gradient reads gy in place below
+ * WGRAD_ROWS_MIN_TAPS taps and takes the row GEMM above (or the autotuner times both); the
+ * input gradient is the flipped convolution, by flip-winograd where wino_rule takes the
+ * flipped shape, else flip-lanes where the lanes tiles suit it, else by the forward's kind,
+ * where the shape allows one, else col2im. CLCNN_CONV_ALGO=implicit takes the implicit GEMMs
+ * for all three passes where the device runs them. Off the direct path with autotuning on (a
+ * GPU, or a forced GEMM backend other than cpu), each pass takes gemm-tuned where the device
+ * runs the implicit GEMMs: the first step times them against im2col + the GEMM backend per
+ * shape and keeps the fastest; without tuning no rule picks them (not yet measured faster on
+ * any GPU). */
 static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *f) {
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_conv2d_shape g;
     clcnn_algo a[CLCNN_MAX_ALGOS];
-    if (n->n_layers == 2) { /* fused: one algorithm per pass */
-        clcnn_plan_rules_one(ctx, n, f);
+    if (n->n_layers == 2) { /* fused: Winograd where the rules take it, else direct */
+        int gw = grad_input_shape(s, &g) && wino_rule(ctx, &g);
+        n->algo[CLCNN_PASS_FORWARD] =
+            wino_rule(ctx, s) ? CLCNN_ALGO_WINOGRAD_POOL : CLCNN_ALGO_DIRECT_POOL;
+        n->algo[CLCNN_PASS_WGRAD] = CLCNN_ALGO_WGRAD_ROWS;
+        n->algo[CLCNN_PASS_DGRAD] = !n->need_gx ? CLCNN_ALGO_NONE
+                                    : gw        ? CLCNN_ALGO_FLIP_WINOGRAD
+                                                : CLCNN_ALGO_FLIP_DIRECT;
+        for (int p = 0; p < CLCNN_PASS_COUNT; p++)
+            if (f && has(a, conv_algos(ctx, n, p, a), f->algo[p])) n->algo[p] = f->algo[p];
         return;
     }
     int na = conv_algos(ctx, n, CLCNN_PASS_FORWARD, a), taps = s->C * s->K * s->K;
@@ -711,11 +808,12 @@ static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_
     direct = direct && has(a, na, CLCNN_ALGO_DIRECT);
     int tuned = !implicit && !direct && ctx->conv_algo == CLCNN_CONV_ALGO_DEFAULT &&
                 has(a, na, CLCNN_ALGO_GEMM_TUNED);
-    clcnn_algo fwd = implicit  ? CLCNN_ALGO_IMPLICIT
-                     : tuned   ? CLCNN_ALGO_GEMM_TUNED
-                     : !direct ? CLCNN_ALGO_IM2COL
-                     : lanes   ? CLCNN_ALGO_DIRECT_LANES
-                               : CLCNN_ALGO_DIRECT;
+    clcnn_algo fwd = implicit            ? CLCNN_ALGO_IMPLICIT
+                     : tuned             ? CLCNN_ALGO_GEMM_TUNED
+                     : !direct           ? CLCNN_ALGO_IM2COL
+                     : wino_rule(ctx, s) ? CLCNN_ALGO_WINOGRAD
+                     : lanes             ? CLCNN_ALGO_DIRECT_LANES
+                                         : CLCNN_ALGO_DIRECT;
     if (f && has(a, na, f->algo[CLCNN_PASS_FORWARD])) fwd = f->algo[CLCNN_PASS_FORWARD];
     n->algo[CLCNN_PASS_FORWARD] = fwd;
     implicit = fwd == CLCNN_ALGO_IMPLICIT;
@@ -731,6 +829,7 @@ static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_
     if (f && has(a, na, f->algo[CLCNN_PASS_WGRAD])) n->algo[1] = f->algo[CLCNN_PASS_WGRAD];
     na = conv_algos(ctx, n, CLCNN_PASS_DGRAD, a);
     int glanes = grad_input_shape(s, &g) && pick_bcast(&g, 1) != BCAST_NONE;
+    int gwino = grad_input_shape(s, &g) && wino_rule(ctx, &g);
     int gimplicit = implicit && has(a, na, CLCNN_ALGO_FLIP_IMPLICIT);
     int gtuned = tuned && has(a, na, CLCNN_ALGO_GEMM_TUNED);
     n->algo[CLCNN_PASS_DGRAD] = na == 0                               ? CLCNN_ALGO_NONE
@@ -738,13 +837,15 @@ static void conv_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_
                                 : gimplicit                           ? CLCNN_ALGO_FLIP_IMPLICIT
                                 : gtuned                              ? CLCNN_ALGO_GEMM_TUNED
                                 : !direct                             ? CLCNN_ALGO_FLIP_IM2COL
+                                : gwino                               ? CLCNN_ALGO_FLIP_WINOGRAD
                                 : glanes                              ? CLCNN_ALGO_FLIP_LANES
                                                                       : CLCNN_ALGO_FLIP_DIRECT;
     if (f && has(a, na, f->algo[CLCNN_PASS_DGRAD])) n->algo[2] = f->algo[CLCNN_PASS_DGRAD];
 }
 
 static int is_direct(clcnn_algo a) {
-    return a == CLCNN_ALGO_DIRECT || a == CLCNN_ALGO_DIRECT_POOL || a == CLCNN_ALGO_DIRECT_LANES;
+    return a == CLCNN_ALGO_DIRECT || a == CLCNN_ALGO_DIRECT_POOL || a == CLCNN_ALGO_DIRECT_LANES ||
+           a == CLCNN_ALGO_WINOGRAD || a == CLCNN_ALGO_WINOGRAD_POOL;
 }
 
 static int is_wgrad_direct(clcnn_algo a) {
@@ -779,6 +880,12 @@ static void conv_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
     size_t xp = is_direct(fwd) || is_wgrad_direct(wg) ? direct_scratch(s, N) : 0;
     if (is_direct(fwd)) ws->keep_pad = xp;
     if (fwd == CLCNN_ALGO_DIRECT_LANES) grow(&ws->wflip, bcast_weights(s));
+    if (fwd == CLCNN_ALGO_WINOGRAD || fwd == CLCNN_ALGO_WINOGRAD_POOL)
+        grow(&ws->wflip, wino_weights(s));
+    if (dg == CLCNN_ALGO_FLIP_WINOGRAD && grad_input_shape(s, &g)) {
+        grow(&ws->wflip, wino_weights(&g));
+        grow(&ws->xpad, direct_scratch(&g, N));
+    }
     grow(&ws->xpad, xp);
     if (dg == CLCNN_ALGO_FLIP_LANES && grad_input_shape(s, &g)) {
         grow(&ws->wflip, bcast_weights(&g));
@@ -804,7 +911,8 @@ static void conv_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
         grow(&ws->rows, p.rows);
         grow(&ws->col, p.part);
     }
-    if (fwd == CLCNN_ALGO_DIRECT_POOL) ws->aux = (size_t)N * n->y.c * n->y.h * n->y.w;
+    if (fwd == CLCNN_ALGO_DIRECT_POOL || fwd == CLCNN_ALGO_WINOGRAD_POOL)
+        ws->aux = (size_t)N * n->y.c * n->y.h * n->y.w;
     if (n->gy_padded && grad_input_shape(s, &g)) ws->keep_gpad = direct_scratch(&g, N);
     if (fwd != CLCNN_ALGO_IM2COL && fwd != CLCNN_ALGO_GEMM_TUNED && wg != CLCNN_ALGO_IM2COL &&
         wg != CLCNN_ALGO_GEMM_TUNED && dg != CLCNN_ALGO_COL2IM)
@@ -917,6 +1025,15 @@ static clcnn_status conv_forward(const clcnn_node *n, const clcnn_io *io) {
         if (st) return st;
         return conv_bcast(io->ctx, xp, s, io->y, io->params, io->woff, boff, 0, io->wflip, io->N);
     }
+    case CLCNN_ALGO_WINOGRAD:
+    case CLCNN_ALGO_WINOGRAD_POOL: {
+        int pool = n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_WINOGRAD_POOL;
+        clcnn_status st = conv_direct(io->ctx, xp, handed, s, NULL, io->x[0], NULL, 0, 0, io->N,
+                                      NULL, NULL, 0, 0);
+        if (st) return st;
+        return conv_wino(io->ctx, xp, s, io->y, io->params, io->woff, boff, 0, io->wflip, io->N,
+                         pool ? io->aux : NULL, io->ypad, io->ypad_pad, io->ypad_only);
+    }
     case CLCNN_ALGO_IMPLICIT:
         return conv_implicit(io->ctx, s, io->y, io->x[0], io->params, io->woff, boff, io->N,
                              implicit_size_of(io->ctx));
@@ -937,11 +1054,20 @@ static clcnn_status input_grad_conv(const clcnn_node *n, const clcnn_io *io, cl_
     clcnn_status st;
     int padded = gy == NULL;
     /* handed over: gy's reader wrote it padded into keep_gpad in its backward */
-    int handed = io->gy_padded && (a == CLCNN_ALGO_FLIP_LANES || a == CLCNN_ALGO_FLIP_DIRECT);
+    int handed = io->gy_padded && (a == CLCNN_ALGO_FLIP_LANES || a == CLCNN_ALGO_FLIP_DIRECT ||
+                                   a == CLCNN_ALGO_FLIP_WINOGRAD);
     cl_mem gp = handed ? io->keep_gpad : io->xpad;
     CLCNN_ASSERT(grad_input_shape(s, &g));
-    CLCNN_ASSERT(!padded || a == CLCNN_ALGO_FLIP_LANES || a == CLCNN_ALGO_FLIP_DIRECT);
+    CLCNN_ASSERT(!padded || a == CLCNN_ALGO_FLIP_LANES || a == CLCNN_ALGO_FLIP_DIRECT ||
+                 a == CLCNN_ALGO_FLIP_WINOGRAD);
     padded = padded || handed;
+    if (a == CLCNN_ALGO_FLIP_WINOGRAD) {
+        /* pad gy, then the flipped weights go straight into Winograd's transform */
+        st = conv_direct(ctx, gp, padded, &g, NULL, gy, NULL, 0, 0, io->N, NULL, NULL, 0, 0);
+        if (st) return st;
+        return conv_wino(ctx, gp, &g, io->gx[0], io->params, io->woff, 0, 1, io->wflip, io->N, NULL,
+                         NULL, 0, 0);
+    }
     if (a == CLCNN_ALGO_FLIP_LANES) {
         /* pad gy, then the flipped weights go straight into lanes layout */
         st = conv_direct(ctx, gp, padded, &g, NULL, gy, NULL, 0, 0, io->N, NULL, NULL, 0, 0);
@@ -1159,7 +1285,9 @@ static clcnn_status conv_backward(const clcnn_node *n, const clcnn_io *io) {
     const clcnn_conv2d_shape *s = &n->conv;
     clcnn_algo wg = n->algo[CLCNN_PASS_WGRAD], dg = io->gx[0] ? n->algo[2] : CLCNN_ALGO_NONE;
     clcnn_status st;
-    if (n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_DIRECT_POOL) return backward_pooled(n, io);
+    if (n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_DIRECT_POOL ||
+        n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_WINOGRAD_POOL)
+        return backward_pooled(n, io);
     if (s->bias && (st = clcnn_bias_grad(io->ctx, io->grads, io->boff, io->gy, 0, io->N, s->OC,
                                          s->OH * s->OW)))
         return st;
@@ -1173,7 +1301,8 @@ static clcnn_status conv_backward(const clcnn_node *n, const clcnn_io *io) {
     }
     if (dg == CLCNN_ALGO_GEMM_TUNED) return gemm_tuned(n, io, CLCNN_PASS_DGRAD);
     if (dg == CLCNN_ALGO_FLIP_DIRECT || dg == CLCNN_ALGO_FLIP_LANES ||
-        dg == CLCNN_ALGO_FLIP_IM2COL || dg == CLCNN_ALGO_FLIP_IMPLICIT)
+        dg == CLCNN_ALGO_FLIP_IM2COL || dg == CLCNN_ALGO_FLIP_IMPLICIT ||
+        dg == CLCNN_ALGO_FLIP_WINOGRAD)
         return input_grad_conv(n, io, io->gy, dg, -1);
     return CLCNN_SUCCESS;
 }
@@ -1188,9 +1317,11 @@ static int conv_can_fuse(const clcnn_context *ctx, const clcnn_node *n, const cl
     return n->n_layers == 1 && next->d.kind == CLCNN_LAYER_MAXPOOL2D && p->kernel == 2 &&
            p->stride == 2 && p->pad == 0 &&
            (n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_DIRECT ||
-            n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_DIRECT_LANES) &&
+            n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_DIRECT_LANES ||
+            n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_WINOGRAD) &&
            (!n->need_gx || n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_DIRECT ||
-            n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_LANES);
+            n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_LANES ||
+            n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_WINOGRAD);
 }
 
 /* The input gradient by flip-direct or flip-lanes pads gy by K - 1 - pad for the flipped
@@ -1200,7 +1331,8 @@ static int conv_gy_pad(const clcnn_node *n) {
     clcnn_algo dg = n->algo[CLCNN_PASS_DGRAD];
     clcnn_conv2d_shape g;
     if (n->n_layers != 1 || !n->need_gx || !grad_input_shape(&n->conv, &g) ||
-        (dg != CLCNN_ALGO_FLIP_DIRECT && dg != CLCNN_ALGO_FLIP_LANES))
+        (dg != CLCNN_ALGO_FLIP_DIRECT && dg != CLCNN_ALGO_FLIP_LANES &&
+         dg != CLCNN_ALGO_FLIP_WINOGRAD))
         return -1;
     return g.pad;
 }
@@ -1217,7 +1349,8 @@ static int conv_gy_padded_only(const clcnn_node *n) {
 /* The fused pool's store writes the pooled output into the next convolution's padded input
  * too (both direct kernels, POOL_ROW and POOL_ROW8 in cl/conv2d.cl). */
 static int conv_writes_padded(const clcnn_node *n) {
-    return n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_DIRECT_POOL;
+    return n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_DIRECT_POOL ||
+           n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_WINOGRAD_POOL;
 }
 
 const clcnn_layer_ops clcnn_conv2d_ops = {

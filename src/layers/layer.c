@@ -44,6 +44,9 @@ const char *clcnn_algo_name(clcnn_algo a) {
         [CLCNN_ALGO_FLIP_IMPLICIT] = "flip-implicit",
         [CLCNN_ALGO_WGRAD_IMPLICIT] = "wgrad-implicit",
         [CLCNN_ALGO_GEMM_TUNED] = "gemm-tuned",
+        [CLCNN_ALGO_WINOGRAD] = "winograd",
+        [CLCNN_ALGO_WINOGRAD_POOL] = "winograd+pool",
+        [CLCNN_ALGO_FLIP_WINOGRAD] = "flip-winograd",
     };
     return (int)a >= 0 && a < CLCNN_ALGO_COUNT && names[a] ? names[a] : "?";
 }

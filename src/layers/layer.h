@@ -39,6 +39,9 @@ typedef enum clcnn_algo {
     CLCNN_ALGO_GEMM_TUNED,     /* any pass: its implicit GEMM or its im2col way (im2col, or
                                   flip-im2col for the input gradient), whichever the autotuner
                                   times faster */
+    CLCNN_ALGO_WINOGRAD,       /* Winograd F(2x2, 5x5) over a padded copy of the input (CPU) */
+    CLCNN_ALGO_WINOGRAD_POOL,  /* the same with a MaxPool2d(2) in its store */
+    CLCNN_ALGO_FLIP_WINOGRAD,  /* input gradient: the flipped convolution by Winograd */
     CLCNN_ALGO_COUNT
 } clcnn_algo;
 
@@ -46,7 +49,7 @@ typedef enum clcnn_algo {
 const char *clcnn_algo_name(clcnn_algo a);
 
 /* The most algorithms a pass of a node can choose from. */
-enum { CLCNN_MAX_ALGOS = 6 };
+enum { CLCNN_MAX_ALGOS = 8 };
 
 /* The passes a plan records an algorithm for. */
 enum { CLCNN_PASS_FORWARD, CLCNN_PASS_WGRAD, CLCNN_PASS_DGRAD, CLCNN_PASS_COUNT };

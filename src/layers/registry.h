@@ -17,7 +17,8 @@
       K(conv_implicit_128) K(conv_wgrad_implicit_128) K(conv_implicit_w8)                          \
       K(conv_wgrad_implicit_w8) K(conv_wgrad_s1) K(gy_to_rows_pad)                                 \
       K(conv_wgrad_rows) K(pool2_grad_to_rows) K(pool2_grad_nchw)                                  \
-      K(conv_wgrad_pool_rows) K(conv_wgrad_rows64) K(conv_wgrad_pool_chunks))                      \
+      K(conv_wgrad_pool_rows) K(conv_wgrad_rows64) K(conv_wgrad_pool_chunks)                       \
+      K(wino5_weights) K(conv_wino5) K(conv_wino5_w4))                                             \
     X(MAXPOOL2D, maxpool2d, K(maxpool_forward) K(maxpool2_forward) K(maxpool2_forward_px)          \
       K(maxpool_backward) K(maxpool2_backward) K(maxpool_backward_scatter))                        \
     X(RELU, relu, K(relu_forward) K(relu_backward))                                                \
