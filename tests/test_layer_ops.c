@@ -20,11 +20,14 @@
  * that combination runs in every size of the implicit kernels (CLCNN_IMPLICIT_SIZE's: 64, 32,
  * 64x128 and 64w8).
  *
- * Usage: test_layer_ops [--perf] [--implicit[=SIZES]] [SUBSTRING[|SUBSTRING...]]
+ * Usage: test_layer_ops [--perf] [--implicit[=SIZES]] [--first-backend]
+ *                       [SUBSTRING[|SUBSTRING...]]
  *   --perf      also time each combination's forward and backward (GFLOP/s)
  *   --implicit  only the all-implicit combinations, on the first backend (for oclgrind: their
  *               work-groups and local memory, interpreted, are slow); =SIZES: only those
  *               sizes, a comma list (64,32,64x128,64w8)
+ *   --first-backend  every combination, on the first backend only (cpu): for oclgrind runs of
+ *               kernels that take no GEMM, which the other backends would run again
  *   SUBSTRING   only the rows whose spec contains one of them
  * Exits 1 on any failure, 77 when no device is visible. */
 #include <stdarg.h>
@@ -248,7 +251,7 @@ typedef struct lo_result {
     char why[400];
 } lo_result;
 
-static int perf_mode, implicit_only;
+static int perf_mode, implicit_only, first_backend;
 
 static void fail(lo_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(lo_result *r, const char *fmt, ...) {
@@ -946,11 +949,13 @@ int main(int argc, char **argv) {
             implicit_only = 1;
         else if (strncmp(argv[i], "--implicit=", 11) == 0)
             implicit_only = 1, implicit_list = argv[i] + 11;
+        else if (strcmp(argv[i], "--first-backend") == 0)
+            first_backend = 1;
         else if (argv[i][0] != '-' && !filter)
             filter = argv[i];
         else
             return fprintf(stderr, "usage: test_layer_ops [--perf] [--implicit[=SIZES]] "
-                                   "[SUBSTRING]\n"),
+                                   "[--first-backend] [SUBSTRING]\n"),
                    2;
     }
     if (clcnn_devices_create(&devs, NULL) != CLCNN_SUCCESS || clcnn_devices_count(devs) == 0) {
@@ -959,7 +964,8 @@ int main(int argc, char **argv) {
         return 77;
     }
     int nctx = open_contexts(devs, ctxs, &failed);
-    int nrun = implicit_only && nctx > 1 ? 1 : nctx; /* the implicit kernels take no GEMM */
+    /* the implicit kernels take no GEMM; --first-backend: the kernels under test take none */
+    int nrun = (implicit_only || first_backend) && nctx > 1 ? 1 : nctx;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lo_host h;
         if (filter && !matches(cases[i].spec, filter)) continue;
