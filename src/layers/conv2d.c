@@ -1308,9 +1308,10 @@ static clcnn_status conv_backward(const clcnn_node *n, const clcnn_io *io) {
 }
 
 /* A MaxPool2d(2) (kernel 2, stride 2, no padding) that only this convolution feeds rides in
- * its store when the forward is direct (either kind; the fused node takes direct+pool) and the
- * backward can follow: the fused backward takes the row GEMM for the weights and the flipped
- * direct convolution for the input gradient. */
+ * its store when the forward is direct (either kind) or Winograd (the fused node takes
+ * direct+pool or winograd+pool) and the backward can follow: the fused backward takes the row
+ * GEMM for the weights and the flipped direct or Winograd convolution for the input
+ * gradient. */
 static int conv_can_fuse(const clcnn_context *ctx, const clcnn_node *n, const clcnn_node *next) {
     const clcnn_layer_desc *p = &next->d;
     (void)ctx;
@@ -1324,7 +1325,7 @@ static int conv_can_fuse(const clcnn_context *ctx, const clcnn_node *n, const cl
             n->algo[CLCNN_PASS_DGRAD] == CLCNN_ALGO_FLIP_WINOGRAD);
 }
 
-/* The input gradient by flip-direct or flip-lanes pads gy by K - 1 - pad for the flipped
+/* The input gradient by flip-direct, -lanes or -winograd pads gy by K - 1 - pad for the flipped
  * convolution; it can take gy so padded from its reader's backward (keep_gpad). A fused node
  * pads it itself, from the pooled gradient. */
 static int conv_gy_pad(const clcnn_node *n) {
@@ -1347,7 +1348,7 @@ static int conv_gy_padded_only(const clcnn_node *n) {
 }
 
 /* The fused pool's store writes the pooled output into the next convolution's padded input
- * too (both direct kernels, POOL_ROW and POOL_ROW8 in cl/conv2d.cl). */
+ * too (both direct kernels, POOL_ROW and POOL_ROW8 in cl/conv2d.cl, and both Winograd ones). */
 static int conv_writes_padded(const clcnn_node *n) {
     return n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_DIRECT_POOL ||
            n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_WINOGRAD_POOL;
