@@ -262,6 +262,12 @@ clcnn_status clcnn_model_errcode(const clcnn_model *model);
 /* The model's canonical spec text (every layer written out, presets expanded). */
 const char *clcnn_model_spec(const clcnn_model *model);
 
+/* The fewest samples a training batch (or a data-parallel replica's share of one) may hold: 2
+ * when a BatchNorm layer sees one value per channel and sample (BatchNorm1d, or BatchNorm2d on
+ * 1 x 1 planes), which it cannot normalise alone, as PyTorch's "Expected more than 1 value per
+ * channel when training"; else 1. 0 for NULL. Evaluation takes any batch. */
+int clcnn_model_min_train_batch(const clcnn_model *model);
+
 /* Number of outputs per sample (the logits of the last layer). */
 int clcnn_model_output_size(const clcnn_model *model);
 
@@ -529,7 +535,11 @@ void clcnn_train_options_defaults(clcnn_train_options *opts);
  * before each and progress after those that reach a multiple of `every`. A NaN or infinite
  * loss seen at a progress point stops the epoch with CLCNN_ERR_NUMERIC. Waits for the device
  * before it returns. *batches_done (may be NULL) receives the epoch's batches taken so far,
- * start_batch included: the start_batch that resumes the epoch where this call stopped. */
+ * start_batch included: the start_batch that resumes the epoch where this call stopped.
+ * An epoch that would train a batch smaller than clcnn_model_min_train_batch (a last batch of
+ * 1 with BatchNorm1d; PyTorch raises at that batch) is refused before its first step with
+ * CLCNN_ERR_INVALID_ARGUMENT, the numbers and the nearest batch sizes that avoid it, even when
+ * the hook would stop the epoch earlier: nothing is trained. */
 clcnn_status clcnn_model_train_epoch_v2(clcnn_model *model, clcnn_dataset *ds,
                                         const clcnn_train_options *opts, int64_t *batches_done);
 
@@ -567,7 +577,13 @@ typedef struct clcnn_comm {
 /* A data-parallel group: one model replica per context in this process, optionally spanning
  * processes through a clcnn_comm. A global batch of n samples is split into contiguous shares,
  * first across processes (rank order), then across each process's replicas, each split as even
- * as possible (parts differ by at most one sample). Each replica runs forward and backward on
+ * as possible (parts differ by at most one sample). No share is smaller than
+ * clcnn_model_min_train_batch: a batch too small to give every part that many (an epoch's last
+ * batch, say) goes to the first parts only, as many as can take it, and the others take none;
+ * a replica without samples adds no gradient and no BatchNorm statistics and applies the same
+ * update. So a last batch of 2 on two replicas of a model with BatchNorm1d trains on replica 0
+ * alone, as on one device (PyTorch's DistributedSampler would give each rank 1 and fail). Each
+ * replica runs forward and backward on
  * its share with the loss divided by the global n, the gradients are summed over every
  * replica (host-staged: read, summed in replica order, all-reduced, written back), and every
  * replica applies the same optimizer update: the single-device step on the same global batch,
@@ -599,12 +615,14 @@ clcnn_status clcnn_replicas_errcode(const clcnn_replicas *r);
 int clcnn_replicas_local_count(const clcnn_replicas *r);
 int clcnn_replicas_global_count(const clcnn_replicas *r);
 
-/* The share of a global batch of n samples that local replica i takes: samples
+/* The share of a global training batch of n samples that local replica i takes: samples
  * [first + *offset, first + *offset + *count) of the batch (offset within the global batch).
- * *count may be 0 (n smaller than the replicas): that replica only applies the update. */
+ * *count may be 0 (n too small for every replica to take clcnn_model_min_train_batch samples):
+ * that replica only applies the update. */
 void clcnn_replicas_share(const clcnn_replicas *r, int n, int i, int *offset, int *count);
 
-/* One data-parallel training step on samples order[first .. first+n) of the data sets:
+/* One data-parallel training step on samples order[first .. first+n) of the data sets (n at
+ * least clcnn_model_min_train_batch, else CLCNN_ERR_INVALID_ARGUMENT before anything runs):
  * ds[i] belongs to replica i's context and every ds[i] (in every process) holds the same
  * samples in the same epoch order (clcnn_dataset_set_epoch on each). Waits for the step (the
  * gradients cross the host). Collective over comm. */
@@ -615,7 +633,9 @@ clcnn_status clcnn_replicas_train_dataset(clcnn_replicas *r, clcnn_dataset *cons
 clcnn_status clcnn_replicas_last_loss(clcnn_replicas *r, float *loss, int *correct);
 
 /* clcnn_model_train_epoch_v2 over the group: the same batches, schedule, augmentation, hook
- * and progress callback, each step data-parallel; the callbacks see global figures. */
+ * and progress callback, each step data-parallel; the callbacks see global figures. It refuses
+ * what one model refuses (a batch smaller than clcnn_model_min_train_batch), before the first
+ * step, with the same message. */
 clcnn_status clcnn_replicas_train_epoch(clcnn_replicas *r, clcnn_dataset *const *ds,
                                         const clcnn_train_options *opts, int64_t *batches_done);
 

@@ -737,6 +737,33 @@ int clcnn_model_output_size(const clcnn_model *m) {
     return m ? m->out_size : 0;
 }
 
+int clcnn_model_train_min(const clcnn_model *m, int *node) {
+    if (node) *node = -1;
+    for (int i = 0; m && i < m->n_nodes; i++) {
+        const clcnn_node *N = &m->nodes[i];
+        if (N->d.kind == CLCNN_LAYER_BATCHNORM && N->x.h * N->x.w == 1) {
+            if (node) *node = i;
+            return 2;
+        }
+    }
+    return 1;
+}
+
+void clcnn_model_train_min_name(const clcnn_model *m, char *buf, size_t size) {
+    int i = -1;
+    clcnn_model_train_min(m, &i);
+    if (i < 0) {
+        snprintf(buf, size, "the model");
+        return;
+    }
+    const clcnn_node *N = &m->nodes[i];
+    snprintf(buf, size, "layer %s (%s)", N->path, N->x.flat ? "BatchNorm1d" : "BatchNorm2d");
+}
+
+int clcnn_model_min_train_batch(const clcnn_model *m) {
+    return m ? clcnn_model_train_min(m, NULL) : 0;
+}
+
 int clcnn_model_param_count(const clcnn_model *m) {
     return m ? m->n_params : 0;
 }

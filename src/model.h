@@ -69,6 +69,12 @@ clcnn_status clcnn_model_train_staged(clcnn_model *m, int n);
  * of global_n: gradients of sum(loss) / global_n, the accumulator sum(loss) / global_n. The
  * optimizer does not step. */
 clcnn_status clcnn_model_grad_staged(clcnn_model *m, int n, int global_n);
+/* The fewest samples a training forward takes: 2 when a BatchNorm node sees one value per
+ * channel and sample (a flat input, or 1 x 1 planes), which it cannot normalise alone, else 1.
+ * *node (may be NULL) receives the first such node, or -1. */
+int clcnn_model_train_min(const clcnn_model *m, int *node);
+/* That node as a message names it: "layer 4 (BatchNorm1d)" ("the model" when there is none). */
+void clcnn_model_train_min_name(const clcnn_model *m, char *buf, size_t size);
 /* Reads the accumulators (waits for the queue). */
 clcnn_status clcnn_model_read_acc(clcnn_model *m, float *loss, int *correct);
 

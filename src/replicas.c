@@ -21,18 +21,30 @@ static void split(int n, int parts, int i, int *offset, int *count) {
     *offset = i * base + (i < rem ? i : rem);
 }
 
+/* How many of `parts` take a share of n items: every part when each gets at least `least`,
+ * else as many as can (n / least), and at least one however small n is. */
+static int takers(int n, int parts, int least) {
+    int t = n / least;
+    return t < 1 ? 1 : t < parts ? t : parts;
+}
+
 /* Samples [*offset, *offset + *count) of a global batch of n for local replica i: split across
- * processes first, then across this process's replicas. */
-static void share(const clcnn_replicas *r, int n, int i, int *offset, int *count) {
-    int p_off, p_cnt, local;
-    split(n, r->size, r->rank, &p_off, &p_cnt);
-    split(p_cnt, r->n, i, &local, count);
+ * processes first, then across this process's replicas, no share smaller than `least` (parts
+ * left out take none). */
+static void share(const clcnn_replicas *r, int n, int least, int i, int *offset, int *count) {
+    int p_off = n, p_cnt = 0, local, procs = takers(n, r->size, least);
+    if (r->rank < procs) split(n, procs, r->rank, &p_off, &p_cnt);
+    int reps = takers(p_cnt, r->n, least);
+    if (i < reps)
+        split(p_cnt, reps, i, &local, count);
+    else
+        local = p_cnt, *count = 0;
     *offset = p_off + local;
 }
 
 void clcnn_replicas_share(const clcnn_replicas *r, int n, int i, int *offset, int *count) {
     int off = 0, cnt = 0;
-    if (r && i >= 0 && i < r->n && n >= 0) share(r, n, i, &off, &cnt);
+    if (r && i >= 0 && i < r->n && n >= 0) share(r, n, r->least, i, &off, &cnt);
     if (offset) *offset = off;
     if (count) *count = cnt;
 }
@@ -316,6 +328,7 @@ static clcnn_status make_group(clcnn_replicas *r, clcnn_model *const *models, in
     r->size = comm ? comm->size : 1;
     r->total = models[0]->total;
     r->n_stats = models[0]->n_stats;
+    r->least = clcnn_model_train_min(models[0], NULL);
     if (!(r->reps = calloc((size_t)n, sizeof *r->reps)) ||
         !(r->sum = malloc((r->total + 1) * sizeof *r->sum)) ||
         !(r->stats = malloc((r->n_stats + 1) * sizeof *r->stats)))
@@ -463,10 +476,18 @@ clcnn_status clcnn_replicas_step(clcnn_replicas *r, clcnn_dataset *const *ds, in
         return clcnn_fail(&r->err, CLCNN_ERR_INVALID_ARGUMENT,
                           "samples %d..%d are outside the data set of %d", first, first + n - 1,
                           ds[0]->n);
+    if (n < r->least) {
+        char what[80];
+        clcnn_model_train_min_name(r->reps[0].m, what, sizeof what);
+        return clcnn_fail(&r->err, CLCNN_ERR_INVALID_ARGUMENT,
+                          "a batch of %d: %s needs at least %d samples to train (more than 1 "
+                          "value per channel)",
+                          n, what, r->least);
+    }
     r->first = first, r->batch_n = n, r->aug = aug;
     for (int i = 0; i < r->n; i++) {
         clcnn_replica *p = &r->reps[i];
-        share(r, n, i, &p->offset, &p->count);
+        share(r, n, r->least, i, &p->offset, &p->count);
     }
     st = dispatch(r, CLCNN_JOB_COMPUTE);
     time_compute(r);
@@ -507,7 +528,7 @@ clcnn_status clcnn_replicas_evaluate(clcnn_replicas *r, clcnn_dataset *const *ds
     r->eval_batch = batch_size;
     for (int i = 0; i < r->n; i++) {
         clcnn_replica *p = &r->reps[i];
-        share(r, ds[0]->n, i, &p->offset, &p->count); /* a range of the whole test set */
+        share(r, ds[0]->n, 1, i, &p->offset, &p->count); /* a range of the whole test set */
     }
     st = dispatch(r, CLCNN_JOB_EVAL);
     if ((st = agree(r, st, &loss, &hits))) return st;

@@ -67,6 +67,7 @@ struct clcnn_replicas {
     int first, batch_n, eval_batch; /* the job's arguments */
     clcnn_augment aug;
     size_t total, n_stats;
+    int least;       /* the fewest samples a training share may hold (clcnn_model_train_min) */
     float *sum;      /* the summed gradients */
     float *stats;    /* the running statistics every replica takes (rank 0's replica 0) */
     int64_t tracked; /* and its num_batches_tracked */

@@ -148,7 +148,40 @@ typedef struct trainer {
     clcnn_error *err;
 } trainer;
 
+/* The batch size nearest to bs on one side (step -1: below, +1: above) whose batches over n
+ * samples all hold at least `least`; 0 when there is none. */
+static int batch_that_fits(int n, int bs, int least, int step) {
+    for (int b = bs + step; b >= least && b <= n; b += step)
+        if (n % b == 0 || n % b >= least) return b;
+    return 0;
+}
+
+/* An epoch whose batches include one that the model cannot train on (fewer samples than
+ * clcnn_model_train_min: BatchNorm with one value per channel) is refused before its first
+ * step, not at that batch, where PyTorch raises: nothing of the epoch is trained, so nothing is
+ * lost. Every replica of a group then takes a share of at least that many (replicas.c). */
+static clcnn_status check_last_batch(const trainer *t, const clcnn_train_options *o, int64_t nb) {
+    int least = clcnn_model_train_min(t->m, NULL), n = t->ds->n;
+    if (least == 1 || nb <= o->start_batch) return CLCNN_SUCCESS;
+    int last = (int)(n - (nb - 1) * o->batch_size);
+    if (last >= least) return CLCNN_SUCCESS;
+    char what[80], fix[96] = "the data set is too small";
+    int below = batch_that_fits(n, o->batch_size, least, -1);
+    int above = batch_that_fits(n, o->batch_size, least, 1);
+    const char *drop = !o->drop_last && o->batch_size >= least ? ", or drop_last" : "";
+    if (below && above)
+        snprintf(fix, sizeof fix, "use a batch size of %d or %d%s", below, above, drop);
+    else if (below || above)
+        snprintf(fix, sizeof fix, "use a batch size of %d%s", below ? below : above, drop);
+    clcnn_model_train_min_name(t->m, what, sizeof what);
+    return clcnn_fail(t->err, CLCNN_ERR_INVALID_ARGUMENT,
+                      "an epoch of %d samples in batches of %d ends with a batch of %d, but %s "
+                      "needs at least %d samples to train (more than 1 value per channel): %s",
+                      n, o->batch_size, last, what, least, fix);
+}
+
 static clcnn_status check_options(const trainer *t, const clcnn_train_options *o) {
+    clcnn_status st;
     if (o->batch_size <= 0 || (o->progress && o->every <= 0))
         return clcnn_fail(t->err, CLCNN_ERR_INVALID_ARGUMENT,
                           "batch size %d and report interval %lld must be positive", o->batch_size,
@@ -158,6 +191,7 @@ static clcnn_status check_options(const trainer *t, const clcnn_train_options *o
         return clcnn_fail(t->err, CLCNN_ERR_INVALID_ARGUMENT,
                           "start batch %lld (of %lld) and global step %lld: out of range",
                           (long long)o->start_batch, (long long)nb, (long long)o->global_step);
+    if ((st = check_last_batch(t, o, nb))) return st;
     if (o->random_crop < 0 || o->random_crop > CLCNN_MAX_CROP || o->hflip < 0 || o->hflip > 1)
         return clcnn_fail(t->err, CLCNN_ERR_INVALID_ARGUMENT,
                           "random crop %d (0..%d) and hflip %d (0 or 1): out of range",

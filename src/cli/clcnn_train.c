@@ -86,8 +86,9 @@ static const char usage_text[] =
     "                        under mpirun, the device of the node-local rank)\n"
     "  --devices LIST        data-parallel over several devices: a comma list of indices as\n"
     "                        --device takes them (with --platform: within that platform), or\n"
-    "                        'all'. --batch-size stays the global batch, split evenly; see\n"
-    "                        README, Scaling out (also for mpirun)\n"
+    "                        'all'. --batch-size stays the global batch, split evenly (a\n"
+    "                        batch too small to go round over fewer devices); see README,\n"
+    "                        Scaling out (also for mpirun)\n"
     "  --version             print clcnn's version and the OpenCL/CLBlast versions found\n"
     "\n"
     "Data:\n"
@@ -122,7 +123,8 @@ static const char usage_text[] =
     "Training:\n"
     "  --epochs N            epochs to train (default: 10)\n"
     "  --batch-size N        samples per step (default: 64, or a resumed checkpoint's); the\n"
-    "                        last partial batch is used\n"
+    "                        last partial batch is used (a last batch of 1 is refused at\n"
+    "                        start-up when a BatchNorm layer sees one value per channel)\n"
     "  --schedule NAME       learning rate after every step: constant | cosine\n"
     "                        (CosineAnnealingLR, T_max = all steps) | onecycle (OneCycleLR,\n"
     "                        max_lr = --lr, cos, div_factor 25, final_div_factor 1e4, no\n"
@@ -1504,6 +1506,35 @@ static void release_run(run_state *r) {
     }
 }
 
+/* Refuses, before anything is trained or written, a --batch-size that leaves a last batch
+ * smaller than the model trains on (BatchNorm on one value per channel needs 2 samples), rather
+ * than failing at the end of the first epoch, where PyTorch raises. The ranks have agreed on the
+ * numbers, so every rank stops here. */
+static int check_last_batch(run_state *r, const cli_options *o) {
+    int n = clcnn_dataset_size(r->train), bs = (int)o->batch_size, last = n % bs;
+    int least = clcnn_model_min_train_batch(r->model), fit[2] = {0, 0};
+    if (bs >= least && (last == 0 || last >= least)) return 0;
+    for (int side = 0; side < 2; side++)
+        for (int b = side ? bs + 1 : bs - 1; !fit[side] && b >= least && b <= n; b += side ? 1 : -1)
+            if (n % b == 0 || n % b >= least) fit[side] = b;
+    r->collective = 1;
+    if (r->dist->rank != 0) return -1;
+    char what[96], fix[64] = "the training set is too small";
+    if (bs < least)
+        snprintf(what, sizeof what, "--batch-size %d", bs);
+    else
+        snprintf(what, sizeof what, "--batch-size %d leaves a last batch of %d of the %d %s", bs,
+                 last, n, "training images");
+    if (fit[0] && fit[1])
+        snprintf(fix, sizeof fix, "use --batch-size %d or %d", fit[0], fit[1]);
+    else if (fit[0] || fit[1])
+        snprintf(fix, sizeof fix, "use --batch-size %d", fit[0] + fit[1]);
+    say("%s, but the model's BatchNorm on one value per channel needs at least %d samples to "
+        "train (PyTorch: \"Expected more than 1 value per channel when training\"); %s",
+        what, least, fix);
+    return -1;
+}
+
 /* From the chosen devices to the end of training (or evaluation, or the plan). Returns the
  * exit status. */
 static int run(run_state *r, cli_options *o, clcnn_devices *devs) {
@@ -1518,6 +1549,7 @@ static int run(run_state *r, cli_options *o, clcnn_devices *devs) {
     if (make_group(r, o, &ck)) return 1;
     if (o->eval_only) return evaluate(r, ck.epoch, ck.step) ? 1 : 0;
     if (o->plan) return print_plan(r->model, (int)o->batch_size);
+    if (check_last_batch(r, o)) return 1;
     print_settings(o, &opt, ck.seed);
     if (!o->no_tensorboard && r->dist->rank == 0) {
         if (clcnn_summary_writer_open(&r->tb, o->logdir)) {
