@@ -1517,8 +1517,6 @@ static int check_last_batch(run_state *r, const cli_options *o) {
     for (int side = 0; side < 2; side++)
         for (int b = side ? bs + 1 : bs - 1; !fit[side] && b >= least && b <= n; b += side ? 1 : -1)
             if (n % b == 0 || n % b >= least) fit[side] = b;
-    r->collective = 1;
-    if (r->dist->rank != 0) return -1;
     char what[96], fix[64] = "the training set is too small";
     if (bs < least)
         snprintf(what, sizeof what, "--batch-size %d", bs);
@@ -1529,9 +1527,13 @@ static int check_last_batch(run_state *r, const cli_options *o) {
         snprintf(fix, sizeof fix, "use --batch-size %d or %d", fit[0], fit[1]);
     else if (fit[0] || fit[1])
         snprintf(fix, sizeof fix, "use --batch-size %d", fit[0] + fit[1]);
-    say("%s, but the model's BatchNorm on one value per channel needs at least %d samples to "
-        "train (PyTorch: \"Expected more than 1 value per channel when training\"); %s",
-        what, least, fix);
+    if (r->dist->rank == 0)
+        say("%s, but the model's BatchNorm on one value per channel needs at least %d samples to "
+            "train (PyTorch: \"Expected more than 1 value per channel when training\"); %s",
+            what, least, fix);
+    /* Every rank exits 1, and mpirun then kills the rest: the others wait for rank 0's line. */
+    r->collective = 1;
+    cli_dist_all_ok((cli_dist *)r->dist, 0);
     return -1;
 }
 
