@@ -122,6 +122,8 @@ for _name, _syn in _SYNTAX.items():
 
 _SPACE = " \t\n\r\v\f"
 _FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+_FLT_MAX = 3.4028234663852886e38  # float's largest finite value
+_FLT_MIN = 1.1754943508222875e-38  # float's smallest normal value
 
 
 def preset(name):
@@ -185,9 +187,9 @@ class _Parser:
             self.fail(at, "%s must be in %d..%d, got %d" % (what, lo, hi, v))
         return v
 
-    def read_float(self, what, at, end):
+    def read_float(self, kind, what, at, end):
         w = self.s[at:end]
-        if len(w) >= 48 or not _FLOAT.match(w):  # src/spec.c reads at most 47 characters
+        if not _FLOAT.match(w):  # any length, as src/spec.c reads the whole token
             self.fail(at, "%s expects a number, got %s"
                       % (what, self.token(w) if w else self.describe(at)))
         v = float(w)
@@ -200,6 +202,14 @@ class _Parser:
             rule = "greater than 0"
         if rule:
             self.fail(at, "%s must be %s, got %s" % (what, rule, self.token(w)))
+        # The float rule of src/spec.c: clcnn's kernels take the value as a float.
+        if abs(v) > _FLT_MAX:
+            self.fail(at, "%s %s %s is too large for float (the largest magnitude is %.9g)"
+                      % (kind, what, self.token(w), _FLT_MAX))
+        if v != 0 and abs(v) < _FLT_MIN:
+            self.fail(at, "%s %s %s is too small for float (a non-zero magnitude must be at "
+                      "least %.9g, the smallest normal float)"
+                      % (kind, what, self.token(w), _FLT_MIN))
         return v
 
     # -- grammar --
@@ -380,7 +390,7 @@ class _Parser:
             if slot in _INT_SLOTS:
                 val = self.read_int(slot, *_INT_SLOTS[slot], at, end)
             else:
-                val = self.read_float(slot, at, end)
+                val = self.read_float(kind, slot, at, end)
             args[slot] = (val, at, how)
             self.skip_ws()
             if self.i >= len(self.s):

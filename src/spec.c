@@ -5,6 +5,7 @@
  * layer kinds (names, arguments, defaults, canonical text) is each kind's clcnn_layer_syntax. */
 #include "spec.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -236,31 +237,53 @@ static const char *check_real(clcnn_spec_slot slot, double v) {
     }
 }
 
-/* Reads the decimal number s[at..at+len) ("0.1", "1e-5", "-2", ".5") into *out and checks it
- * against the slot's rule. The text is copied first, so strtod never reads past the token;
- * strtod's other spellings (hexadecimal, "inf", "nan") are refused. */
-static clcnn_status read_real(const parser *p, clcnn_spec_slot slot, size_t at, size_t len,
-                              double *out) {
-    char tok[TOKEN_MAX + 8], buf[48], *end = NULL;
-    const char *name = slots[slot].name, *rule;
-    int ok = len > 0 && len < sizeof buf;
+/* The float rule every real-number slot shares: the layers hand their arguments to the kernels
+ * as floats, so a value must survive the conversion: |v| at most FLT_MAX, and a non-zero v not
+ * below FLT_MIN, the smallest normal float (a smaller one would become 0 or a subnormal, which
+ * some devices flush to 0: bn(eps=1e-300) would divide by zero). NULL when v passes, else what
+ * v is. */
+static const char *check_float(double v, char *buf, size_t size) {
+    if (fabs(v) > FLT_MAX)
+        snprintf(buf, size, "too large for float (the largest magnitude is %.9g)", FLT_MAX);
+    else if (v != 0.0 && fabs(v) < FLT_MIN)
+        snprintf(buf, size,
+                 "too small for float (a non-zero magnitude must be at least %.9g, the smallest "
+                 "normal float)",
+                 FLT_MIN);
+    else
+        return NULL;
+    return buf;
+}
+
+/* Reads the decimal number s[at..at+len) ("0.1", "1e-5", "-2", ".5", however many digits) into
+ * *out and checks it against the slot's rule and the float rule; layer names the layer in the
+ * float rule's message. strtod reads the text in place: the token is only digits, signs, '.',
+ * 'e' and 'E', so strtod's other spellings (hexadecimal, "inf", "nan") are refused, and it is
+ * followed by a delimiter or the text's terminating NUL, which cannot continue a number, so
+ * strtod stops within the token whatever its length. */
+static clcnn_status read_real(const parser *p, const char *layer, clcnn_spec_slot slot, size_t at,
+                              size_t len, double *out) {
+    char tok[TOKEN_MAX + 8], why[160], *end = NULL;
+    const char *name = slots[slot].name, *rule, *s = p->s + at;
+    int ok = len > 0;
     for (size_t k = 0; ok && k < len; k++) {
-        char c = p->s[at + k];
+        char c = s[k];
         ok = is_digit(c) || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E';
     }
     double v = 0.0;
     if (ok) {
-        memcpy(buf, p->s + at, len);
-        buf[len] = '\0';
-        v = strtod(buf, &end);
-        ok = end == buf + len;
+        v = strtod(s, &end);
+        ok = end == s + len;
     }
     if (!ok)
         return clcnn_spec_fail(p, at, "%s expects a number, got %s", name,
-                               len ? quote_token(tok, p->s + at, len) : describe(p, at, tok));
+                               len ? quote_token(tok, s, len) : describe(p, at, tok));
     if ((rule = check_real(slot, v)))
         return clcnn_spec_fail(p, at, "%s must be %s, got %s", name, rule,
-                               quote_token(tok, p->s + at, len));
+                               quote_token(tok, s, len));
+    if ((rule = check_float(v, why, sizeof why)))
+        return clcnn_spec_fail(p, at, "%s %s %s is %s", layer, name, quote_token(tok, s, len),
+                               rule);
     *out = v;
     return CLCNN_SUCCESS;
 }
@@ -353,7 +376,8 @@ static clcnn_status parse_arg(parser *p, const clcnn_layer_syntax *ls, clcnn_lay
         a->how[slot] = CLCNN_ARG_POS;
     }
     a->col[slot] = at;
-    if (slots[slot].real) return read_real(p, (clcnn_spec_slot)slot, at, end - at, &a->real[slot]);
+    if (slots[slot].real)
+        return read_real(p, ls->name, (clcnn_spec_slot)slot, at, end - at, &a->real[slot]);
     return read_int(p, slots[slot].name, slots[slot].min, slots[slot].max, at, end - at,
                     &a->val[slot]);
 }

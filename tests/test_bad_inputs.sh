@@ -189,6 +189,8 @@ dropout-1.5|p must be in [0, 1], got '1.5'|conv(4,3) dropout(1.5) flatten linear
 avgpool-zero|kernel must be in 1..64, got 0|conv(4,3) avgpool(0) flatten linear(10)
 gelu-args|gelu takes no arguments|conv(4,3) gelu(1) flatten linear(10)
 scale-word|factor expects a number, got 'half'|conv(4,3) scale(half) flatten linear(10)
+scale-huge|scale factor '1e300' is too large for float|conv(4,3) scale(1e300) flatten linear(10)
+bn-eps-tiny|bn eps '1e-300' is too small for float|conv(4,3) bn(eps=1e-300) flatten linear(10)
 bn-unknown-arg|bn has no keyword 'affine'|conv(4,3) bn(affine=0) flatten linear(10)
 huge-out|out '99999999' is too large|conv(99999999,3)
 kernel-too-big|kernel 40 is larger than its 32 x 32 input|conv(4,40) flatten linear(10)

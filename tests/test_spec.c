@@ -258,6 +258,43 @@ static void test_format(void) {
     CHECK(strcmp(clcnn_layer_kind_name((clcnn_layer_kind)42), "Unknown") == 0);
 }
 
+/* The real-number fields of the one layer spec parses to: factor, eps, momentum and p. */
+static void expect_reals(int line, const char *spec, double factor, double eps, double momentum,
+                         double p) {
+    clcnn_layer_desc *l = NULL;
+    clcnn_error e = {0};
+    int n = 0;
+    if (clcnn_spec_parse(spec, &l, &n, &e) != CLCNN_SUCCESS || n != 1) {
+        fprintf(stderr, "%s:%d: \"%s\" failed: %s\n", __FILE__, line, spec, e.msg);
+        test_failures++;
+    } else if (l[0].factor != factor || l[0].eps != eps || l[0].momentum != momentum ||
+               l[0].p != p) {
+        fprintf(stderr, "%s:%d: \"%s\" gave factor %.17g eps %.17g momentum %.17g p %.17g\n",
+                __FILE__, line, spec, l[0].factor, l[0].eps, l[0].momentum, l[0].p);
+        test_failures++;
+    }
+    free(l);
+}
+#define REALS(spec, factor, eps, momentum, p) expect_reals(__LINE__, spec, factor, eps, momentum, p)
+
+/* Real numbers: any length of decimal text, and the edges of float's range. */
+static void test_reals(void) {
+    /* 62 characters, and one of 2000: strtod reads the whole token */
+    REALS("scale(0.12500000000000000000000000000000000000000000000000000000000)", 0.125, 0, 0, 0);
+    char long_real[2100] = "scale(-0.";
+    for (int i = 0; i < 2000; i++)
+        strcat(long_real, "0");
+    strcat(long_real, "25e2000)");
+    REALS(long_real, -0.25, 0, 0, 0);
+    REALS("scale(3.4028234e38)", 3.4028234e38, 0, 0, 0);
+    REALS("scale(-1.1754944e-38)", -1.1754944e-38, 0, 0, 0);
+    REALS("scale(0)", 0, 0, 0, 0);
+    REALS("scale(-0.0e-999)", 0, 0, 0, 0); /* exactly 0 however it is written */
+    REALS("bn(eps=1.1754944e-38,momentum=0)", 0, 1.1754944e-38, 0, 0);
+    REALS("bn(eps=3e38,momentum=1)", 0, 3e38, 1, 0);
+    REALS("dropout(0.000000000000000000000000000000000000011754944)", 0, 0, 0, 1.1754944e-38);
+}
+
 /* A bad spec and a piece its message must contain (always with the column). */
 typedef struct bad_spec {
     const char *spec;
@@ -314,6 +351,20 @@ static const bad_spec bad_specs[] = {
     {"scale(1e999)", "column 7: factor must be a finite number, got '1e999'"},
     {"scale", "column 1: scale needs 1 positional argument (factor), got 0"},
     {"scale(1..2)", "column 7: factor expects a number, got '1..2'"},
+    /* reals reach the kernels as floats: out of float's range, or a non-zero value that would
+     * become 0 or a subnormal, is refused whatever the argument's own rule allows */
+    {"scale(1e300)", "column 7: scale factor '1e300' is too large for float (the largest "
+                     "magnitude is 3.40282347e+38)"},
+    {"mul(-3.5e38)", "column 5: scale factor '-3.5e38' is too large for float"},
+    {"scale(111111111111111111111111111111111111111111111111111111111111)",
+     "column 7: scale factor '111111111111111111111111...' is too large for float"},
+    {"scale(1e-300)", "column 7: scale factor '1e-300' is too small for float (a non-zero "
+                      "magnitude must be at least 1.17549435e-38, the smallest normal float)"},
+    {"bn(eps=1e-300)", "column 8: bn eps '1e-300' is too small for float"},
+    {"bn(eps=1e-40)", "column 8: bn eps '1e-40' is too small for float"},
+    {"bn(eps=1e39)", "column 8: bn eps '1e39' is too large for float"},
+    {"bn(momentum=1e-39)", "column 13: bn momentum '1e-39' is too small for float"},
+    {"dropout(p=1e-45)", "column 11: dropout p '1e-45' is too small for float"},
     {"scale(2,p=1)", "column 9: scale takes no keyword arguments, got 'p'"},
     {"res", "column 4: expected '(' after res (a residual block is res( layers )), got end of "
             "spec"},
@@ -499,6 +550,7 @@ int main(void) {
     test_repetition();
     test_separators();
     test_format();
+    test_reals();
     test_bad_specs();
     test_fuzz();
     return test_finish("test_spec");

@@ -179,7 +179,9 @@ def test_grammar():
          "BatchNorm2d AP(2,2) Residual(ReLU) mul(+2.) dropout(p=25e-2)"),
         ("flatten bn", "flatten batchnorm1d"),
         ("flatten linear(0010)", "flatten linear(10)"),
-        ("scale(%s)" % ("1" * 47), "scale(1.1111111111111111e46)"),
+        ("scale(%s)" % ("1" * 38), "scale(1.111111111111111e37)"),
+        ("scale(0.125%s)" % ("0" * 57), "scale(0.125)"),  # 62 characters
+        ("bn(eps=1.1754944e-38) scale(-3.4028234e38)", "bn(eps=11754944e-45) mul(-34028234e31)"),
     ]
     for a, b in same:
         check(str(B.build(a, 3, 32, 32)) == str(B.build(b, 3, 32, 32)), "same: %r == %r" % (a, b))
@@ -208,7 +210,17 @@ def test_grammar():
         ("scale(nan)", "expects a number"), ("res", "expected '('"),
         ("res()", "empty res block"), ("2*( )", "empty repetition group"),
         ("res(relu", "missing ')'"), ("linear(%s)" % ("9" * 5000), "too large"),
-        ("relu " * 300, "more than 256 layers"), ("scale(%s)" % ("1" * 48), "expects a number"),
+        ("relu " * 300, "more than 256 layers"),
+        ("scale(%s)" % ("1" * 48), "scale factor '111111111111111111111111...' is too large for "
+         "float (the largest magnitude is 3.40282347e+38)"),
+        ("scale(1e300)", "scale factor '1e300' is too large for float"),
+        ("mul(-3.5e38)", "scale factor '-3.5e38' is too large for float"),
+        ("scale(1e-300)", "scale factor '1e-300' is too small for float (a non-zero magnitude "
+         "must be at least 1.17549435e-38, the smallest normal float)"),
+        ("bn(eps=1e-300)", "bn eps '1e-300' is too small for float"),
+        ("bn(eps=1e39)", "bn eps '1e39' is too large for float"),
+        ("bn(momentum=1e-39)", "bn momentum '1e-39' is too small for float"),
+        ("dropout(p=1e-45)", "dropout p '1e-45' is too small for float"),
         ("res(conv(4,3,pad=1))", "must have the shape"), ("linear(10)", "needs a flat input"),
         ("flatten conv(4,3)", "needs a C x H x W input"), ("conv(4,64)", "kernel 64 is larger"),
         ("flatten globalmaxpool", "needs a C x H x W input"),
