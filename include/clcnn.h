@@ -413,7 +413,10 @@ clcnn_dataset_format clcnn_dataset_format_of(const clcnn_dataset *ds);
 const char *clcnn_dataset_format_name(clcnn_dataset_format format);
 
 /* Per-channel normalisation after scaling to [0,1]: (x - mean[c]) / std[c], as
- * torchvision's Normalize. mean and std hold `channels` values; std must be > 0. */
+ * torchvision's Normalize. mean and std hold `channels` values, finite; each std at least
+ * FLT_MIN (a normal float, so that 1/std is finite), and (x - mean) / std must stay finite in
+ * float for x in [0, 1]. Otherwise CLCNN_ERR_INVALID_ARGUMENT, and the previous normalisation
+ * stays. */
 clcnn_status clcnn_dataset_set_normalize(clcnn_dataset *ds, const float *mean, const float *std);
 
 /* Sets the sample order used by clcnn_model_train_dataset: shuffle = 0 keeps file order;

@@ -1,5 +1,6 @@
 /* Data sets on the device: bytes uploaded once (batches are gathered from them by train.c),
  * the epoch order derived from (seed, epoch) so that any epoch can be replayed exactly. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,14 +139,22 @@ clcnn_status clcnn_dataset_set_normalize(clcnn_dataset *ds, const float *mean, c
     float *norm = malloc(2 * (size_t)ds->c * sizeof *norm);
     if (!norm) return clcnn_fail(&ds->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     for (int k = 0; k < ds->c; k++) {
-        if (!(std[k] > 0.0f) || !isfinite(std[k]) || !isfinite(mean[k])) {
+        /* The kernel computes (x - mean) * (1 / std) in float for pixels x in [0, 1]: with std
+         * a normal float, 1/std is finite (at most 2^126), and the bound on (|mean| + 1) / std,
+         * with room for the two roundings, keeps every result finite. */
+        float inv = std[k] >= FLT_MIN && std[k] <= FLT_MAX ? 1.0f / std[k] : 0.0f;
+        if (!isfinite(mean[k]) || inv == 0.0f ||
+            (fabs((double)mean[k]) + 1.0) * (double)inv * (1.0 + 0x1p-22) > FLT_MAX) {
             free(norm);
             return clcnn_fail(&ds->err, CLCNN_ERR_INVALID_ARGUMENT,
-                              "normalisation of channel %d: std %g must be > 0 and mean %g finite",
-                              k, (double)std[k], (double)mean[k]);
+                              "normalisation of channel %d: mean %.9g and std %.9g must be finite "
+                              "floats with std at least %.9g (the smallest normal float, so that "
+                              "1/std is finite) and (x - mean) / std finite in float for pixels "
+                              "x in [0, 1]",
+                              k, (double)mean[k], (double)std[k], FLT_MIN);
         }
         norm[k] = mean[k];
-        norm[ds->c + k] = 1.0f / std[k];
+        norm[ds->c + k] = inv;
     }
     cl_int rc = clEnqueueWriteBuffer(ds->ctx->queue, ds->norm, CL_TRUE, 0,
                                      2 * (size_t)ds->c * sizeof *norm, norm, 0, NULL, NULL);

@@ -247,6 +247,12 @@ run_case "data missing" - "cannot open dataset directory" "${base[@]}" --data "$
 run_case "data wrong format" - "no train-images-idx3-ubyte" "${base[@]}" --dataset mnist
 run_case "normalize arity" - "--normalize: '1,2,3'" "${base[@]}" --normalize 1,2,3
 run_case "normalize std 0" - "--normalize: '0.5,0'" "${base[@]}" --normalize 0.5,0
+run_case "normalize too large" - "--normalize: '1e300,1': 1e300 is too large for float" \
+    "${base[@]}" --normalize 1e300,1
+run_case "normalize std subnormal" - "std 1e-40 is below 1.17549435e-38, the smallest normal" \
+    "${base[@]}" --normalize 0.5,1e-40
+run_case "normalize overflow" - "and (x - mean) / std finite in float for pixels x in [0, 1]" \
+    "${base[@]}" --normalize 1e38,1e-37
 
 # ---- checkpoints: --resume (weights + state) and --init (weights only) -------------------------
 while IFS='|' read -r name expect init_expect; do

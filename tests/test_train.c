@@ -254,6 +254,36 @@ static void test_schedule_in_loop(clcnn_context *ctx, clcnn_dataset *ds) {
     clcnn_model_free(m);
 }
 
+/* Normalisations float cannot carry are refused with one line naming the channel, and leave
+ * the previous one in place (test_augmentation then checks pixels against mean and sd). */
+static void test_normalize_limits(clcnn_dataset *ds) {
+    static const struct {
+        float m, s;
+    } bad[] = {
+        {0.5f, 1e-40f},   /* subnormal std: 1/std is infinite */
+        {0.5f, 0.0f},     /* std 0 */
+        {0.5f, -1.0f},    /* negative std */
+        {INFINITY, 1.0f}, /* infinite mean */
+        {0.5f, NAN},      /* NaN std */
+        {1e38f, 0.1f},    /* (x - mean) / std overflows */
+        {4.0f, 1.2e-38f}, /* a normal std, but (1 - 4) / std is past FLT_MAX */
+    };
+    /* the edges that still fit, then the one that must stay */
+    float em[C] = {3e38f, -0.5f}, es[C] = {1.0f, 1.1754944e-38f * 4};
+    CHECK_MSG(clcnn_dataset_set_normalize(ds, em, es) == CLCNN_SUCCESS, "%s",
+              clcnn_dataset_errmsg(ds));
+    CHECK(clcnn_dataset_set_normalize(ds, mean, sd) == CLCNN_SUCCESS);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        float m[C] = {mean[0], bad[i].m}, s[C] = {sd[0], bad[i].s};
+        clcnn_status st = clcnn_dataset_set_normalize(ds, m, s);
+        const char *msg = clcnn_dataset_errmsg(ds);
+        CHECK_MSG(st == CLCNN_ERR_INVALID_ARGUMENT && strstr(msg, "channel 1: ") &&
+                      strstr(msg, "smallest normal float") && !strchr(msg, '\n'),
+                  "mean %g std %g: status %s, \"%s\"", (double)bad[i].m, (double)bad[i].s,
+                  clcnn_status_str(st), msg);
+    }
+}
+
 int main(void) {
     clcnn_devices *devs = NULL;
     clcnn_dataset *ds = NULL;
@@ -267,7 +297,7 @@ int main(void) {
     for (int i = 0; i < NS; i++)
         labels[i] = (uint8_t)(i % K);
     CHECK(clcnn_dataset_from_memory(&ds, ctx, images, labels, NS, C, H, W) == CLCNN_SUCCESS);
-    CHECK(clcnn_dataset_set_normalize(ds, mean, sd) == CLCNN_SUCCESS);
+    test_normalize_limits(ds);
     test_augmentation(ctx, ds);
     test_evaluation(ctx, ds);
     test_schedule_in_loop(ctx, ds);

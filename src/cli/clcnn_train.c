@@ -2,6 +2,7 @@
  * OpenCL device. It uses only the public API (include/clcnn.h); it is the one place that
  * prints. */
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -642,15 +643,27 @@ static int check_writable_dir(const char *dir, const char *opt) {
     return 0;
 }
 
-static int parse_normalize(const char *v, int channels, float *mean, float *std) {
+/* --normalize's text into channels means and stds: "M,S" for every channel, or the means then
+ * the stds. -1 with why "" for text of the wrong shape, or with why naming a number float
+ * cannot hold: too large (converting it would be undefined), or a std below the smallest normal
+ * float; clcnn_dataset_set_normalize checks the rest. */
+static int parse_normalize(const char *v, int channels, float *mean, float *std, char *why,
+                           size_t size) {
     double vals[64];
     int n = 0;
     const char *p = v;
+    why[0] = '\0';
     while (*p && n < 64) {
         char *end = NULL;
         errno = 0;
         vals[n] = strtod(p, &end);
-        if (errno || end == p || !isfinite(vals[n])) return -1;
+        /* "inf" and "nan" are not numbers here; 1e999 is one too large */
+        if (end == p || (!isfinite(vals[n]) && errno != ERANGE)) return -1;
+        if (fabs(vals[n]) > FLT_MAX) {
+            snprintf(why, size, "%.*s is too large for float (the largest magnitude is %.9g)",
+                     (int)(end - p), p, FLT_MAX);
+            return -1;
+        }
         n++;
         if (*end == ',')
             p = end + 1;
@@ -660,6 +673,14 @@ static int parse_normalize(const char *v, int channels, float *mean, float *std)
             return -1;
     }
     if (*p) return -1;
+    int stds = n == 2 ? 1 : n == 2 * channels ? channels : n; /* the first std; n: no stds */
+    for (int k = stds; k < n; k++)
+        if (vals[k] > 0 && vals[k] < FLT_MIN) {
+            snprintf(why, size,
+                     "std %.9g is below %.9g, the smallest normal float (1/std must be finite)",
+                     vals[k], FLT_MIN);
+            return -1;
+        }
     if (n == 2) {
         for (int c = 0; c < channels; c++)
             mean[c] = (float)vals[0], std[c] = (float)vals[1];
@@ -1111,17 +1132,26 @@ static int open_context(run_state *r, clcnn_devices *devs) {
 /* --normalize on both sets; c is the images' channel count. */
 static int apply_normalize(run_state *r, int c) {
     float mean[64], sd[64];
-    if (c > 64 || parse_normalize(r->o->normalize, c, mean, sd)) {
-        say("--normalize: '%s' is not MEAN,STD or %d means then %d stds (stds > 0)",
-            r->o->normalize, c, c);
+    char why[160] = "";
+    if (c > 64 || parse_normalize(r->o->normalize, c, mean, sd, why, sizeof why)) {
+        if (why[0])
+            say("--normalize: '%s': %s", r->o->normalize, why);
+        else
+            say("--normalize: '%s' is not MEAN,STD or %d means then %d stds (stds > 0)",
+                r->o->normalize, c, c);
         return -1;
     }
-    for (int i = 0; i < r->n_rep; i++)
-        if ((r->trains[i] && clcnn_dataset_set_normalize(r->trains[i], mean, sd)) ||
-            clcnn_dataset_set_normalize(r->tests[i], mean, sd)) {
-            say("--normalize: %s", clcnn_dataset_errmsg(r->tests[i]));
+    for (int i = 0; i < r->n_rep; i++) {
+        clcnn_dataset *bad = NULL; /* the set that refused: its message */
+        if (r->trains[i] && clcnn_dataset_set_normalize(r->trains[i], mean, sd))
+            bad = r->trains[i];
+        else if (clcnn_dataset_set_normalize(r->tests[i], mean, sd))
+            bad = r->tests[i];
+        if (bad) {
+            say("--normalize: '%s': %s", r->o->normalize, clcnn_dataset_errmsg(bad));
             return -1;
         }
+    }
     return 0;
 }
 
