@@ -283,6 +283,14 @@ int clcnn_model_output_size(const clcnn_model *model);
  * length the whole text needs; buf may be NULL when size is 0. */
 size_t clcnn_model_plan(const clcnn_model *model, int batch, char *buf, size_t size);
 
+/* Checks that a batch of `batch` samples fits, without allocating: every per-batch buffer and
+ * workspace of the plan within the element count clcnn's 32-bit kernel indices reach and
+ * within the device's largest allocation. These are the checks a training or evaluation step
+ * makes before it allocates for a larger batch than before, with the same message; it fails
+ * with CLCNN_ERR_SHAPE naming the first buffer that does not fit. Device memory as a whole is
+ * not checked (only an allocation can tell). CLCNN_ERR_INVALID_ARGUMENT for batch <= 0. */
+clcnn_status clcnn_model_check_batch(clcnn_model *model, int batch);
+
 /* The state_dict's entries, in torch.nn.Sequential state_dict order ("0.weight", "0.bias",
  * ..., "3.0.weight" inside a residual block): the parameters, and BatchNorm's buffers
  * ("running_mean", "running_var", and "num_batches_tracked", a 0-dim tensor of one element

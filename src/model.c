@@ -196,13 +196,22 @@ static int is_view(const clcnn_node *n) {
     return n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_VIEW;
 }
 
-/* One element-count check; what names the buffer, as in "the output of layer 3". */
+/* One buffer's check: its element count against CLCNN_MAX_ELEMENTS and its bytes (4 an
+ * element) against the device's largest allocation; what names the buffer, as in "the output
+ * of layer 3". */
 static clcnn_status check_elements(clcnn_model *m, size_t elems, int n, const char *what) {
-    if (elems <= (size_t)CLCNN_MAX_ELEMENTS) return CLCNN_SUCCESS;
-    return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
-                      "%s needs %zu elements for a batch of %d, more than the %lld that clcnn's "
-                      "32-bit kernel indices reach; use a smaller batch",
-                      what, elems, n, (long long)CLCNN_MAX_ELEMENTS);
+    const clcnn_device_info *in = &m->ctx->info;
+    if (elems > (size_t)CLCNN_MAX_ELEMENTS)
+        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
+                          "%s needs %zu elements for a batch of %d, more than the %lld that "
+                          "clcnn's 32-bit kernel indices reach; use a smaller batch",
+                          what, elems, n, (long long)CLCNN_MAX_ELEMENTS);
+    if (in->max_alloc_bytes && elems * 4 > in->max_alloc_bytes)
+        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
+                          "%s needs a buffer of %zu bytes for a batch of %d, more than %s allows "
+                          "in one allocation (%llu bytes); use a smaller batch",
+                          what, elems * 4, n, in->name, (unsigned long long)in->max_alloc_bytes);
+    return CLCNN_SUCCESS;
 }
 
 static void grow(size_t *cap, size_t need) {
@@ -212,8 +221,9 @@ static void grow(size_t *cap, size_t need) {
 /* What one batch of n samples needs on the device, in elements, before anything is allocated:
  * per node its plan's buffers (into bufs[i].ws), the shared scratch (into *shared) and the
  * largest output that a second consumer's gradient needs (*gsum). Everything is checked
- * against CLCNN_MAX_ELEMENTS first, so an oversized batch is refused with one message and no
- * allocation. */
+ * against CLCNN_MAX_ELEMENTS and the device's largest allocation first, so an oversized batch
+ * is refused with one message and no allocation (clcnn_model_check_batch makes the same
+ * checks alone). */
 static clcnn_status size_batch(clcnn_model *m, int n, clcnn_node_bufs *bufs, clcnn_node_ws *shared,
                                size_t *gsum) {
     clcnn_status st;
@@ -304,6 +314,20 @@ static clcnn_status alloc_shared(clcnn_model *m, int n, size_t gsum) {
     if ((st = clcnn_model_alloc(m, &m->loss_vec, (size_t)n * sizeof(float), "per-sample losses")))
         return st;
     return clcnn_model_alloc(m, &m->correct_vec, (size_t)n * sizeof(int), "per-sample hits");
+}
+
+clcnn_status clcnn_model_check_batch(clcnn_model *m, int batch) {
+    clcnn_node_ws shared = {0};
+    size_t gsum = 0;
+    if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
+    if (!m->nodes || batch <= 0)
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+                          "clcnn_model_check_batch: a batch of %d samples", batch);
+    clcnn_node_bufs *bufs = calloc((size_t)m->n_nodes + 1, sizeof *bufs);
+    if (!bufs) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    clcnn_status st = size_batch(m, batch, bufs, &shared, &gsum);
+    free(bufs);
+    return st;
 }
 
 /* Sizes every per-batch buffer for n samples; a no-op when they are already large enough. */

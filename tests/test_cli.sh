@@ -53,4 +53,19 @@ for args in "--device 9" "--platform 9" "--platform 0 --device 9"; do
     [ $rc -ne 0 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "visible"
     check "select $args" $? "rc=$rc out=$out"
 done
+
+# ---- --plan makes the batch checks a training step makes -----------------------------------
+# A batch whose buffers pass clcnn's 32-bit indices fails with training's one line instead of
+# printing a plan of workspaces no device holds; a batch that fits still prints its plan.
+plan_dir=$(mktemp -d)
+python3 "$(dirname "$0")/make_cifar.py" "$plan_dir/data" 10 10 >/dev/null ||
+    { echo "FAIL: cannot write the data set"; rm -rf "$plan_dir"; exit 1; }
+plan=(--data "$plan_dir/data" --model seed --plan)
+out=$("$bin" "${plan[@]}" --batch-size 1048576 2>&1 >/dev/null); rc=$?
+[ $rc -ne 0 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] &&
+    echo "$out" | grep -q "^clcnn_train: --plan: the input batch needs 3221225472 elements for a batch of 1048576, more than the 2147418112 that clcnn's 32-bit kernel indices reach; use a smaller batch$"
+check "plan batch too large" $? "rc=$rc out=$out"
+out=$("$bin" "${plan[@]}" --batch-size 16 2>&1); rc=$?
+[ $rc -eq 0 ] && echo "$out" | grep -q "^plan for a batch of 16:"; check "plan batch 16" $? "rc=$rc out=$out"
+rm -rf "$plan_dir"
 exit $fail

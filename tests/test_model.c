@@ -151,6 +151,14 @@ static void check_limits(void) {
         CHECK_MSG(strstr(clcnn_model_errmsg(m), "the output of layer 0 (Conv2d) needs 3288334336 "
                                                 "elements for a batch of 8192") != NULL,
                   "%s", clcnn_model_errmsg(m));
+        /* The check alone (clcnn_train --plan) refuses it with the same message. */
+        char trained[1024];
+        snprintf(trained, sizeof trained, "%s", clcnn_model_errmsg(m));
+        CHECK(clcnn_model_check_batch(m, N) == CLCNN_ERR_SHAPE);
+        CHECK_MSG(strcmp(clcnn_model_errmsg(m), trained) == 0, "%s", clcnn_model_errmsg(m));
+        CHECK(clcnn_model_check_batch(m, 2) == CLCNN_SUCCESS);
+        CHECK(clcnn_model_check_batch(m, 0) == CLCNN_ERR_INVALID_ARGUMENT);
+        CHECK(clcnn_model_check_batch(NULL, 2) == CLCNN_ERR_INVALID_ARGUMENT);
         /* Refused, not broken: a batch that fits still trains. */
         CHECK(clcnn_model_train_batch(m, x, y, 2) == CLCNN_SUCCESS);
     }

@@ -156,7 +156,9 @@ static const char usage_text[] =
     "                        output shape, the algorithm of its forward, weight gradient and\n"
     "                        input gradient, and its buffers' size (\"pads for N\": it writes\n"
     "                        node N's padded input, so N pads nothing; \"pads gradient for N\":\n"
-    "                        the same for N's output gradient)\n"
+    "                        the same for N's output gradient); a batch too large for\n"
+    "                        clcnn's 32-bit indices or the device's largest allocation fails\n"
+    "                        with the error a training step would give\n"
     "\n"
     "Output:\n"
     "  --save-dir DIR        checkpoint folder: epoch_<N>.safetensors after every epoch, loadable\n"
@@ -185,17 +187,6 @@ static const char usage_text[] =
     "  CLCNN_CACHE_DIR        program-binary cache folder (default $XDG_CACHE_HOME/clcnn or\n"
     "                         ~/.cache/clcnn; created 0700, used only when it and each entry\n"
     "                         belong to the user); CLCNN_CACHE=0 turns the cache off\n";
-
-/* The model's plan for a batch (clcnn_model_plan). */
-static int print_plan(const clcnn_model *m, int batch) {
-    size_t n = clcnn_model_plan(m, batch, NULL, 0);
-    char *buf = malloc(n + 1);
-    if (!buf) return 1;
-    clcnn_model_plan(m, batch, buf, n + 1);
-    printf("plan for a batch of %d:\n%s", batch, buf);
-    free(buf);
-    return 0;
-}
 
 /* This process's rank in an MPI run of several, for error lines; -1 otherwise. */
 static int say_rank = -1;
@@ -1565,6 +1556,23 @@ static int check_last_batch(run_state *r, const cli_options *o) {
     r->collective = 1;
     cli_dist_all_ok((cli_dist *)r->dist, 0);
     return -1;
+}
+
+/* The model's plan for a batch (clcnn_model_plan), once the batch passes the checks a training
+ * step makes before it allocates (clcnn_model_check_batch): a plan that cannot run fails as
+ * training would, rather than printing workspaces no device holds. */
+static int print_plan(clcnn_model *m, int batch) {
+    if (clcnn_model_check_batch(m, batch)) {
+        say("--plan: %s", clcnn_model_errmsg(m));
+        return 1;
+    }
+    size_t n = clcnn_model_plan(m, batch, NULL, 0);
+    char *buf = malloc(n + 1);
+    if (!buf) return 1;
+    clcnn_model_plan(m, batch, buf, n + 1);
+    printf("plan for a batch of %d:\n%s", batch, buf);
+    free(buf);
+    return 0;
 }
 
 /* From the chosen devices to the end of training (or evaluation, or the plan). Returns the
