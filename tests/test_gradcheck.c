@@ -274,19 +274,29 @@ static void check_gelu(void) {
 
 /* The dropout hash keeps each element with probability 1 - p: over 2^20 elements of one
  * seed, the kept fraction is within 5 standard deviations (0.25% here) of 1 - p, and two
- * seeds' masks agree on about (1-p)^2 + p^2 of the elements, as independent draws would. */
+ * seeds' masks agree on about (1-p)^2 + p^2 of the elements, as independent draws would. So do
+ * the masks of indices i and i + 2^32 (a global batch past 2^32 elements must not repeat its
+ * first 2^32 masks), and the 64-bit hash is the 32-bit one below 2^32. */
 static void check_dropout_hash(void) {
     enum { n = 1 << 20 };
     const double p = 0.3;
-    long kept = 0, agree = 0;
+    const uint32_t t = (uint32_t)(p * 16777216.0);
+    long kept = 0, agree = 0, kept_hi = 0, agree_hi = 0, same32 = 0;
     for (uint32_t i = 0; i < n; i++) {
-        int a = (clcnn_ref_dropout_hash(12345u, i) >> 8) >= (uint32_t)(p * 16777216.0);
-        int b = (clcnn_ref_dropout_hash(12346u, i) >> 8) >= (uint32_t)(p * 16777216.0);
-        kept += a, agree += a == b;
+        int a = (clcnn_ref_dropout_hash(12345u, i) >> 8) >= t;
+        int b = (clcnn_ref_dropout_hash(12346u, i) >> 8) >= t;
+        int c = (clcnn_ref_dropout_hash64(12345u, ((uint64_t)1 << 32) + i) >> 8) >= t;
+        kept += a, agree += a == b, kept_hi += c, agree_hi += a == c;
+        same32 += clcnn_ref_dropout_hash64(12345u, (uint64_t)0xFFF00000u + i) ==
+                  clcnn_ref_dropout_hash(12345u, 0xFFF00000u + i);
     }
     double fk = (double)kept / n, fa = (double)agree / n;
+    double fkh = (double)kept_hi / n, fah = (double)agree_hi / n;
     report("dropout hash", "kept", fabs(fk - (1 - p)), 0.0025);
     report("dropout hash", "2 seeds", fabs(fa - ((1 - p) * (1 - p) + p * p)), 0.0025);
+    report("dropout hash", "kept past 2^32", fabs(fkh - (1 - p)), 0.0025);
+    report("dropout hash", "i and i + 2^32", fabs(fah - ((1 - p) * (1 - p) + p * p)), 0.0025);
+    report("dropout hash", "64-bit below 2^32", (double)(n - same32), 0.0);
 }
 
 /* ---- batchnorm (training) ----

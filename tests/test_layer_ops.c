@@ -204,6 +204,20 @@ static const lo_case cases[] = {
     {"bn(eps=0.5,momentum=1) relu", 5, 3, 3, 4, 1, IN_RANDOM, 0, 0},
 };
 
+/* Rows run as one share of a data-parallel step: the batch starts at sample0 of the step's
+ * global batch, and random draws are keyed by the global element index. 35791394 samples of
+ * 120 elements are 2^32 - 16 elements: the share's indices cross 2^32 (a 32-bit index would
+ * wrap there and repeat the first share's masks); 2^31 - 1 samples put the whole share far
+ * past it. */
+static const struct {
+    lo_case c;
+    int sample0;
+} shares[] = {
+    {{"dropout(0.3)", 4, 6, 5, 3, 1, IN_RANDOM, 0, 0}, 35791394},
+    {{"dropout", 12, 0, 0, 5, 1, IN_RANDOM, 0, 0}, 2147483647},
+    {{"dropout(0.3)", 4, 6, 5, 3, 1, IN_RANDOM, 0, 0}, 1000},
+};
+
 /* The GEMM backends every row runs with. */
 static const struct {
     clcnn_backend b;
@@ -227,6 +241,7 @@ typedef struct lo_ctx {
 typedef struct lo_host {
     clcnn_node n;    /* unplanned; a fused row's convolution */
     cl_uint seed;    /* the node's random stream (dropout) */
+    int sample0;     /* the batch's first sample within the step's global batch (dropout) */
     clcnn_node next; /* a fused row's pool, which n absorbs once planned */
     int fused;
     clcnn_param par[8];
@@ -368,8 +383,10 @@ static void reference(lo_host *h, const lo_case *c) {
         clcnn_ref_gelu_backward(h->gx, gy, x, N * plane);
         break;
     case CLCNN_LAYER_DROPOUT: /* evaluation: the identity */
-        clcnn_ref_dropout(h->y, x, N * plane, h->seed, c->eval ? 0.0 : d->p);
-        clcnn_ref_dropout(h->gx, gy, N * plane, h->seed, c->eval ? 0.0 : d->p);
+        clcnn_ref_dropout(h->y, x, N * plane, h->seed, (uint64_t)h->sample0 * (uint64_t)plane,
+                          c->eval ? 0.0 : d->p);
+        clcnn_ref_dropout(h->gx, gy, N * plane, h->seed, (uint64_t)h->sample0 * (uint64_t)plane,
+                          c->eval ? 0.0 : d->p);
         break;
     case CLCNN_LAYER_SCALE:
         clcnn_ref_scale(h->y, x, N * plane, d->factor);
@@ -428,13 +445,15 @@ static void host_free(lo_host *h) {
     free(h->st), free(h->stref);
 }
 
-/* Builds row `index`: its node, inputs (seeded by the index) and reference results. */
-static int host_init(lo_host *h, const lo_case *c, int index) {
+/* Builds row `index`: its node, inputs (seeded by the index) and reference results, for a
+ * batch that starts at sample0 of the step's global batch. */
+static int host_init(lo_host *h, const lo_case *c, int index, int sample0) {
     static const char *const inputs[] = {"", " ties", " zeros", " 0s+NaNs"};
     clcnn_error e = {{0}, CLCNN_SUCCESS};
     clcnn_rng rng;
     char shape[32];
     memset(h, 0, sizeof *h);
+    h->sample0 = sample0;
     if (!host_node(h, c, &e)) return printf("FAIL %s: %s\n", c->spec, e.msg), 0;
     const clcnn_shape *y = h->fused ? &h->next.y : &h->n.y;
     h->nx = (size_t)c->N * h->n.x.c * h->n.x.h * h->n.x.w;
@@ -467,6 +486,10 @@ static int host_init(lo_host *h, const lo_case *c, int index) {
     if (c->chunk) {
         size_t l = strlen(h->label);
         snprintf(h->label + l, sizeof h->label - l, " chunk%d", c->chunk);
+    }
+    if (sample0) {
+        size_t l = strlen(h->label);
+        snprintf(h->label + l, sizeof h->label - l, " sample0=%d", sample0);
     }
     return 1;
 }
@@ -551,6 +574,7 @@ static clcnn_io io_of(clcnn_context *ctx, const lo_host *h, const lo_case *c, co
     io.N = N;
     io.training = !c->eval;
     io.seed = h->seed;
+    io.sample0 = h->sample0;
     io.stats = d->stats;
     io.soff = -1;
     for (int k = n->param0; k < n->param0 + n->n_params; k++)
@@ -966,15 +990,17 @@ int main(int argc, char **argv) {
     int nctx = open_contexts(devs, ctxs, &failed);
     /* the implicit kernels take no GEMM; --first-backend: the kernels under test take none */
     int nrun = (implicit_only || first_backend) && nctx > 1 ? 1 : nctx;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    size_t ncases = sizeof cases / sizeof cases[0], nshares = sizeof shares / sizeof shares[0];
+    for (size_t i = 0; i < ncases + nshares; i++) {
+        const lo_case *c = i < ncases ? &cases[i] : &shares[i - ncases].c;
         lo_host h;
-        if (filter && !matches(cases[i].spec, filter)) continue;
-        if (!host_init(&h, &cases[i], (int)i)) {
+        if (filter && !matches(c->spec, filter)) continue;
+        if (!host_init(&h, c, (int)i, i < ncases ? 0 : shares[i - ncases].sample0)) {
             failed++;
             continue;
         }
         for (int k = 0; k < nrun; k++)
-            run_node(&ctxs[k], &h, &cases[i], &runs, &failed);
+            run_node(&ctxs[k], &h, c, &runs, &failed);
         host_free(&h);
     }
     for (int k = 0; k < nctx && !implicit_only && (!filter || matches("cross-entropy", filter));

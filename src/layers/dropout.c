@@ -45,14 +45,20 @@ static clcnn_status dropout_run(const clcnn_node *n, const clcnn_io *io, cl_mem 
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_dropout_forward);
     float p = (float)n->d.p, scale = n->d.p < 1.0 ? (float)(1.0 / (1.0 - n->d.p)) : 0.0f;
     cl_uint seed = io->seed;
-    /* The element index is global over the step's whole batch (uint arithmetic, as the hash) */
-    cl_uint base = (cl_uint)io->sample0 * (cl_uint)(n->x.c * n->x.h * n->x.w);
+    /* The element index is global over the step's whole batch, and 64-bit: each share holds
+     * fewer than 2^31 elements (CLCNN_MAX_ELEMENTS), but a global batch of three or more shares
+     * can pass 2^32, where a 32-bit index would wrap and give later shares the first ones'
+     * masks. It goes to the kernel as two uints (OpenCL C 1.2's embedded profile may lack
+     * 64-bit integers). */
+    uint64_t base = (uint64_t)io->sample0 * (uint64_t)(n->x.c * n->x.h * n->x.w);
+    cl_uint base_lo = (cl_uint)base, base_hi = (cl_uint)(base >> 32);
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, out);
     CLCNN_ARG(&a, in);
     CLCNN_ARG(&a, count);
     CLCNN_ARG(&a, seed);
-    CLCNN_ARG(&a, base);
+    CLCNN_ARG(&a, base_lo);
+    CLCNN_ARG(&a, base_hi);
     CLCNN_ARG(&a, p);
     CLCNN_ARG(&a, scale);
     return clcnn_launch1d(io->ctx, k, &a, (size_t)count);

@@ -68,11 +68,14 @@ void clcnn_ref_relu_backward(double *gx, const double *gy, const double *y, int 
 void clcnn_ref_gelu_forward(double *y, const double *x, int n);
 void clcnn_ref_gelu_backward(double *gx, const double *gy, const double *x, int n);
 
-/* The dropout hash of cl/dropout.cl: element i of a step is kept when (hash >> 8) / 2^24 >= p. */
+/* The dropout hash of cl/dropout.cl: element i of a step is kept when (hash >> 8) / 2^24 >= p.
+ * clcnn_ref_dropout_hash64 takes the 64-bit index; below 2^32 it is clcnn_ref_dropout_hash. */
 uint32_t clcnn_ref_dropout_hash(uint32_t seed, uint32_t i);
-/* y += x masked and scaled by 1/(1-p) (in float, as the device) with the mask of `seed`; p = 0:
- * y += x. Also the backward, applied to the gradient. */
-void clcnn_ref_dropout(double *y, const double *x, int n, uint32_t seed, double p);
+uint32_t clcnn_ref_dropout_hash64(uint32_t seed, uint64_t i);
+/* y += x masked and scaled by 1/(1-p) (in float, as the device) with the mask of `seed`, x[k]
+ * being element base + k of the step's batch; p = 0: y += x. Also the backward, applied to the
+ * gradient. */
+void clcnn_ref_dropout(double *y, const double *x, int n, uint32_t seed, uint64_t base, double p);
 
 /* y += x * factor (the factor rounded to float, as the device takes it). Also the backward. */
 void clcnn_ref_scale(double *y, const double *x, int n, double factor);
