@@ -38,6 +38,7 @@ Only torch and the standard library are used (torch >= 1.13).
 """
 import math
 import re
+import struct
 import sys
 
 import torch
@@ -203,10 +204,10 @@ class _Parser:
         if rule:
             self.fail(at, "%s must be %s, got %s" % (what, rule, self.token(w)))
         # The float rule of src/spec.c: clcnn's kernels take the value as a float.
-        if abs(v) > _FLT_MAX:
+        if abs(v) >= _FLT_MAX + 2.0 ** 103:  # rounds to infinity as a float
             self.fail(at, "%s %s %s is too large for float (the largest magnitude is %.9g)"
                       % (kind, what, self.token(w), _FLT_MAX))
-        if v != 0 and abs(v) < _FLT_MIN:
+        if v != 0 and abs(struct.unpack("f", struct.pack("f", v))[0]) < _FLT_MIN:
             self.fail(at, "%s %s %s is too small for float (a non-zero magnitude must be at "
                       "least %.9g, the smallest normal float)"
                       % (kind, what, self.token(w), _FLT_MIN))

@@ -238,14 +238,14 @@ static const char *check_real(clcnn_spec_slot slot, double v) {
 }
 
 /* The float rule every real-number slot shares: the layers hand their arguments to the kernels
- * as floats, so a value must survive the conversion: |v| at most FLT_MAX, and a non-zero v not
- * below FLT_MIN, the smallest normal float (a smaller one would become 0 or a subnormal, which
- * some devices flush to 0: bn(eps=1e-300) would divide by zero). NULL when v passes, else what
- * v is. */
+ * as floats, so a value must survive the conversion: it must not round to infinity (a
+ * magnitude of FLT_MAX + 2^103, half a unit past FLT_MAX, or more) and a non-zero value must
+ * not round below FLT_MIN, the smallest normal float (to 0 or a subnormal, which some devices
+ * flush to 0: bn(eps=1e-300) would divide by zero). NULL when v passes, else what v is. */
 static const char *check_float(double v, char *buf, size_t size) {
-    if (fabs(v) > FLT_MAX)
+    if (fabs(v) >= (double)FLT_MAX + 0x1p103)
         snprintf(buf, size, "too large for float (the largest magnitude is %.9g)", FLT_MAX);
-    else if (v != 0.0 && fabs(v) < FLT_MIN)
+    else if (v != 0.0 && fabsf((float)v) < FLT_MIN)
         snprintf(buf, size,
                  "too small for float (a non-zero magnitude must be at least %.9g, the smallest "
                  "normal float)",

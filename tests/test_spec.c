@@ -286,7 +286,12 @@ static void test_reals(void) {
         strcat(long_real, "0");
     strcat(long_real, "25e2000)");
     REALS(long_real, -0.25, 0, 0, 0);
+    /* the bounds the messages print are themselves accepted: values that round to FLT_MAX or
+     * FLT_MIN as floats */
     REALS("scale(3.4028234e38)", 3.4028234e38, 0, 0, 0);
+    REALS("scale(3.40282347e+38)", 3.40282347e+38, 0, 0, 0);
+    REALS("scale(-3.4028235e38)", -3.4028235e38, 0, 0, 0);
+    REALS("bn(eps=1.17549435e-38)", 0, 1.17549435e-38, 0.1, 0);
     REALS("scale(-1.1754944e-38)", -1.1754944e-38, 0, 0, 0);
     REALS("scale(0)", 0, 0, 0, 0);
     REALS("scale(-0.0e-999)", 0, 0, 0, 0); /* exactly 0 however it is written */
@@ -361,6 +366,8 @@ static const bad_spec bad_specs[] = {
     {"scale(1e-300)", "column 7: scale factor '1e-300' is too small for float (a non-zero "
                       "magnitude must be at least 1.17549435e-38, the smallest normal float)"},
     {"bn(eps=1e-300)", "column 8: bn eps '1e-300' is too small for float"},
+    {"scale(3.4028236e38)", "column 7: scale factor '3.4028236e38' is too large for float"},
+    {"bn(eps=1.1754942e-38)", "column 8: bn eps '1.1754942e-38' is too small for float"},
     {"bn(eps=1e-40)", "column 8: bn eps '1e-40' is too small for float"},
     {"bn(eps=1e39)", "column 8: bn eps '1e39' is too large for float"},
     {"bn(momentum=1e-39)", "column 13: bn momentum '1e-39' is too small for float"},

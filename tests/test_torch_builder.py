@@ -182,6 +182,8 @@ def test_grammar():
         ("scale(%s)" % ("1" * 38), "scale(1.111111111111111e37)"),
         ("scale(0.125%s)" % ("0" * 57), "scale(0.125)"),  # 62 characters
         ("bn(eps=1.1754944e-38) scale(-3.4028234e38)", "bn(eps=11754944e-45) mul(-34028234e31)"),
+        ("bn(eps=1.17549435e-38) scale(3.40282347e+38)",
+         "bn(eps=117549435e-46) mul(340282347e30)"),
     ]
     for a, b in same:
         check(str(B.build(a, 3, 32, 32)) == str(B.build(b, 3, 32, 32)), "same: %r == %r" % (a, b))
@@ -219,6 +221,8 @@ def test_grammar():
          "must be at least 1.17549435e-38, the smallest normal float)"),
         ("bn(eps=1e-300)", "bn eps '1e-300' is too small for float"),
         ("bn(eps=1e39)", "bn eps '1e39' is too large for float"),
+        ("scale(3.4028236e38)", "scale factor '3.4028236e38' is too large for float"),
+        ("bn(eps=1.1754942e-38)", "bn eps '1.1754942e-38' is too small for float"),
         ("bn(momentum=1e-39)", "bn momentum '1e-39' is too small for float"),
         ("dropout(p=1e-45)", "dropout p '1e-45' is too small for float"),
         ("res(conv(4,3,pad=1))", "must have the shape"), ("linear(10)", "needs a flat input"),

@@ -636,7 +636,7 @@ static int check_writable_dir(const char *dir, const char *opt) {
 
 /* --normalize's text into channels means and stds: "M,S" for every channel, or the means then
  * the stds. -1 with why "" for text of the wrong shape, or with why naming a number float
- * cannot hold: too large (converting it would be undefined), or a std below the smallest normal
+ * cannot hold: one that rounds to infinity, or a std that rounds below the smallest normal
  * float; clcnn_dataset_set_normalize checks the rest. */
 static int parse_normalize(const char *v, int channels, float *mean, float *std, char *why,
                            size_t size) {
@@ -650,7 +650,7 @@ static int parse_normalize(const char *v, int channels, float *mean, float *std,
         vals[n] = strtod(p, &end);
         /* "inf" and "nan" are not numbers here; 1e999 is one too large */
         if (end == p || (!isfinite(vals[n]) && errno != ERANGE)) return -1;
-        if (fabs(vals[n]) > FLT_MAX) {
+        if (fabs(vals[n]) >= (double)FLT_MAX + 0x1p103) { /* it rounds to infinity */
             snprintf(why, size, "%.*s is too large for float (the largest magnitude is %.9g)",
                      (int)(end - p), p, FLT_MAX);
             return -1;
@@ -666,7 +666,7 @@ static int parse_normalize(const char *v, int channels, float *mean, float *std,
     if (*p) return -1;
     int stds = n == 2 ? 1 : n == 2 * channels ? channels : n; /* the first std; n: no stds */
     for (int k = stds; k < n; k++)
-        if (vals[k] > 0 && vals[k] < FLT_MIN) {
+        if (vals[k] > 0 && (float)vals[k] < FLT_MIN) {
             snprintf(why, size,
                      "std %.9g is below %.9g, the smallest normal float (1/std must be finite)",
                      vals[k], FLT_MIN);
