@@ -139,12 +139,12 @@ clcnn_status clcnn_dataset_set_normalize(clcnn_dataset *ds, const float *mean, c
     float *norm = malloc(2 * (size_t)ds->c * sizeof *norm);
     if (!norm) return clcnn_fail(&ds->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     for (int k = 0; k < ds->c; k++) {
-        /* The kernel computes (x - mean) * (1 / std) in float for pixels x in [0, 1]: with std
-         * a normal float, 1/std is finite (at most 2^126), and the bound on (|mean| + 1) / std,
-         * with room for the two roundings, keeps every result finite. */
+        /* The kernel computes (x - mean) * (1 / std) in float for pixels x in [0, 1]. With std
+         * a normal float, 1/std is finite (at most 2^126); the result is monotonic in x, so it
+         * is finite for every pixel when it is at x = 0 and x = 1, computed here as there. */
         float inv = std[k] >= FLT_MIN && std[k] <= FLT_MAX ? 1.0f / std[k] : 0.0f;
-        if (!isfinite(mean[k]) || inv == 0.0f ||
-            (fabs((double)mean[k]) + 1.0) * (double)inv * (1.0 + 0x1p-22) > FLT_MAX) {
+        float at0 = (0.0f - mean[k]) * inv, at1 = (1.0f - mean[k]) * inv;
+        if (!isfinite(mean[k]) || inv == 0.0f || !isfinite(at0) || !isfinite(at1)) {
             free(norm);
             return clcnn_fail(&ds->err, CLCNN_ERR_INVALID_ARGUMENT,
                               "normalisation of channel %d: mean %.9g and std %.9g must be finite "

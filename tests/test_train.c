@@ -266,10 +266,10 @@ static void test_normalize_limits(clcnn_dataset *ds) {
         {INFINITY, 1.0f}, /* infinite mean */
         {0.5f, NAN},      /* NaN std */
         {1e38f, 0.1f},    /* (x - mean) / std overflows */
-        {4.0f, 1.2e-38f}, /* a normal std, but (1 - 4) / std is past FLT_MAX */
+        {5.0f, 1.2e-38f}, /* a normal std, but (0 - 5) / std is past FLT_MAX */
     };
     /* the edges that still fit, then the one that must stay */
-    float em[C] = {3e38f, -0.5f}, es[C] = {1.0f, 1.1754944e-38f * 4};
+    float em[C] = {3.4028235e38f, -0.5f}, es[C] = {1.0f, 1.1754944e-38f * 4};
     CHECK_MSG(clcnn_dataset_set_normalize(ds, em, es) == CLCNN_SUCCESS, "%s",
               clcnn_dataset_errmsg(ds));
     CHECK(clcnn_dataset_set_normalize(ds, mean, sd) == CLCNN_SUCCESS);
