@@ -682,8 +682,9 @@ typedef struct clcnn_checkpoint_info {
  * ".safetensors" replaced by ".state.safetensors", written first. Both writes are atomic:
  * each file is written and fsync'd under a fresh temporary name in the same folder
  * ("<file>.tmp.<pid>.<random>", created exclusively with mode 0600, never through a symbolic
- * link), and renamed over its target only when both are complete; temporary files that a
- * crashed process left beside the targets are removed first. Each file carries an XXH64 of
+ * link, and locked until its rename), and renamed over its target only when both are
+ * complete; temporary files that a crashed process left beside the targets (unlocked, and
+ * unchanged for ten minutes) are removed first. Each file carries an XXH64 of
  * everything in it (every tensor's bytes and all metadata) and both carry an XXH64 of the
  * weights, which binds them together; loads check both. The batch size is recorded as 0 (not
  * known): clcnn_model_save_checkpoint_v2 records it. */

@@ -302,7 +302,7 @@ static void format_text(const clcnn_model *m, const clcnn_checkpoint_info_v2 *in
  * parameter. */
 static clcnn_status write_state_tmp(clcnn_model *m, const char *spath, const float *s1,
                                     const float *s2, const ckpt_text *t, clcnn_st_entry *ents,
-                                    char (*names)[CKPT_NAME_MAX], char **tmp) {
+                                    char (*names)[CKPT_NAME_MAX], clcnn_tmpfile *tmp) {
     char hex[24];
     int n = 0;
     host_dict d1 = {(float *)s1, NULL, 0}, d2 = {(float *)s2, NULL, 0};
@@ -343,7 +343,8 @@ static clcnn_status write_state_tmp(clcnn_model *m, const char *spath, const flo
 /* Writes the weights file (every parameter from w, the model and the position in the run)
  * under a temporary name beside path, into *tmp. ents has room for one entry a parameter. */
 static clcnn_status write_weights_tmp(clcnn_model *m, const char *path, const host_dict *w,
-                                      const ckpt_text *t, clcnn_st_entry *ents, char **tmp) {
+                                      const ckpt_text *t, clcnn_st_entry *ents,
+                                      clcnn_tmpfile *tmp) {
     char hex[24];
     for (int i = 0; i < m->n_params; i++)
         entry_for(&m->params[i], m->params[i].name, w, &ents[i]);
@@ -381,7 +382,7 @@ clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *m, const char *path,
     host_dict wd = {NULL, NULL, 0};
     clcnn_st_entry *ents = NULL;
     char(*names)[CKPT_NAME_MAX] = NULL;
-    char *stmp = NULL, *wtmp = NULL;
+    clcnn_tmpfile stmp = {NULL, -1}, wtmp = {NULL, -1};
     char spath[4200];
     ckpt_text t;
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
@@ -409,18 +410,11 @@ clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *m, const char *path,
     state_path(path, spath, sizeof spath);
     if ((st = write_state_tmp(m, spath, s1, s2, &t, ents, names, &stmp))) goto done;
     if ((st = write_weights_tmp(m, path, &wd, &t, ents, &wtmp))) goto done;
-    st = clcnn_st_commit(stmp, spath, &m->err);
-    free(stmp);
-    stmp = NULL;
-    if (st) goto done;
-    st = clcnn_st_commit(wtmp, path, &m->err);
-    free(wtmp);
-    wtmp = NULL;
+    if ((st = clcnn_st_commit(&stmp, spath, &m->err))) goto done;
+    st = clcnn_st_commit(&wtmp, path, &m->err);
 done:
-    if (stmp) remove(stmp);
-    if (wtmp) remove(wtmp);
-    free(stmp);
-    free(wtmp);
+    clcnn_tmp_discard(&stmp);
+    clcnn_tmp_discard(&wtmp);
     free(w);
     free(wd.stats);
     free(s1);

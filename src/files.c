@@ -4,11 +4,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,48 +28,98 @@ static void random_suffix(char out[7], unsigned attempt) {
     out[6] = '\0';
 }
 
-clcnn_status clcnn_tmp_create(const char *path, char **tmp_out, int *fd_out, clcnn_error *e) {
+/* The lock that marks a temporary file as being written. flock, not fcntl: an flock lock
+ * belongs to the open file, so it conflicts with a sweeper in the same process (another
+ * thread) too and survives the closing of other descriptors of the file; over NFS Linux
+ * passes it to the server as a whole-file lock, which needs the file open for writing (the
+ * writer's descriptor is, the sweeper's too). 0, or an errno. */
+static int lock_file(int fd, int op) {
+    while (flock(fd, op) != 0)
+        if (errno != EINTR) return errno;
+    return 0;
+}
+
+clcnn_status clcnn_tmp_create(const char *path, clcnn_tmpfile *t, clcnn_error *e) {
     size_t len = strlen(path) + 48;
     char *tmp = malloc(len);
-    *tmp_out = NULL;
-    *fd_out = -1;
+    t->name = NULL;
+    t->fd = -1;
     if (!tmp) return clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
     for (unsigned attempt = 0; attempt < 64; attempt++) {
         char suffix[7];
+        struct stat sb;
         random_suffix(suffix, attempt);
         snprintf(tmp, len, "%s.tmp.%ld.%s", path, (long)getpid(), suffix);
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-            *tmp_out = tmp;
-            *fd_out = fd;
-            return CLCNN_SUCCESS;
-        }
-        if (errno != EEXIST) {
+        if (fd < 0) {
+            if (errno == EEXIST) continue;
             clcnn_status st =
                 clcnn_fail(e, CLCNN_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
             free(tmp);
             return st;
         }
+        /* Locked at once and held until the rename: a sweep deletes only files it can lock.
+         * A sweep that locked this file in the instant before us has removed it by the time
+         * we get the lock (nlink 0): then start again under a new name. A filesystem without
+         * locks (ENOLCK, EOPNOTSUPP) still gets its save: its sweeps can lock nothing either,
+         * so they remove nothing. */
+        if (lock_file(fd, LOCK_EX) == 0 && fstat(fd, &sb) == 0 && sb.st_nlink == 0) {
+            close(fd);
+            continue;
+        }
+        t->name = tmp;
+        t->fd = fd;
+        return CLCNN_SUCCESS;
     }
     free(tmp);
     return clcnn_fail(e, CLCNN_ERR_IO, "%s: cannot create a temporary file beside it", path);
 }
 
-/* The pid in "<pid>" or "<pid>.<6 characters>" (what follows "<file>.tmp."), or 0. */
-static long tmp_owner(const char *rest) {
+/* Whether what follows "<file>.tmp." is "<pid>" or "<pid>.<6 characters>", the names
+ * clcnn_tmp_create gives (and older versions gave). */
+static int tmp_shaped(const char *rest) {
     char *end = NULL;
     errno = 0;
     long pid = strtol(rest, &end, 10);
     if (errno || end == rest || pid <= 0 || rest[0] < '0' || rest[0] > '9') return 0;
-    if (*end == '\0') return pid;
+    if (*end == '\0') return 1;
     if (*end != '.' || strlen(end + 1) != 6) return 0;
     for (const char *c = end + 1; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9'))) return 0;
-    return pid;
+    return 1;
+}
+
+/* Removes the temporary file `full` when nothing proves that a process is still writing it.
+ * The pid in its name proves nothing either way: a writer in another PID namespace (a
+ * container) or on another host sharing the folder has a pid this process cannot see, and
+ * pids are reused. What proves a live writer is its lock (clcnn_tmp_create): taken here
+ * without waiting, it fails while any process that shares the kernel, or the NFS server, with
+ * this one holds it. A file that cannot be opened for writing (another user's) is not ours to
+ * judge. Files modified in the last CLCNN_TMP_SWEEP_AGE seconds are left too: a writer that
+ * takes no lock (an older version, a folder on a filesystem without locks) is then safe
+ * unless it has been silent that long. */
+static void sweep_one(const char *full, time_t now) {
+    struct stat sb, fsb;
+    if (lstat(full, &sb) != 0 || S_ISDIR(sb.st_mode)) return;
+    if (sb.st_mtime > now - CLCNN_TMP_SWEEP_AGE) return;
+    if (!S_ISREG(sb.st_mode)) { /* a link or the like: no writer ever writes through one */
+        unlink(full);
+        return;
+    }
+    int fd = open(full, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return;
+    /* Same file as the one looked at, still linked: a writer that renamed it away (and let go
+     * of the lock) or a sweep that got there first leaves nothing to remove. */
+    if (lock_file(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &fsb) == 0 && S_ISREG(fsb.st_mode) &&
+        fsb.st_nlink > 0 && lstat(full, &sb) == 0 && sb.st_dev == fsb.st_dev &&
+        sb.st_ino == fsb.st_ino)
+        unlink(full);
+    close(fd);
 }
 
 void clcnn_tmp_sweep(const char *dir, const char *suffix) {
     size_t slen = strlen(suffix);
+    time_t now = time(NULL);
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *de;
@@ -78,14 +128,10 @@ void clcnn_tmp_sweep(const char *dir, const char *suffix) {
         for (const char *q = strstr(n, ".tmp."); q; q = strstr(q + 1, ".tmp."))
             t = q;
         if (!t || (size_t)(t - n) < slen || strncmp(t - slen, suffix, slen) != 0) continue;
-        long pid = tmp_owner(t + 5);
-        if (!pid || pid == (long)getpid()) continue;
-        /* Another user's process shows as EPERM: alive as far as we can tell. */
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        if (!tmp_shaped(t + 5)) continue;
         char full[4400];
-        struct stat sb;
-        snprintf(full, sizeof full, "%s/%s", dir, n);
-        if (lstat(full, &sb) == 0 && !S_ISDIR(sb.st_mode)) unlink(full);
+        if ((size_t)snprintf(full, sizeof full, "%s/%s", dir, n) >= sizeof full) continue;
+        sweep_one(full, now);
     }
     closedir(d);
 }
@@ -120,27 +166,42 @@ static void sync_dir(const char *path) {
     }
 }
 
-clcnn_status clcnn_tmp_close(int fd, const char *tmp, const char *path, int shared,
-                             clcnn_error *e) {
+void clcnn_tmp_discard(clcnn_tmpfile *t) {
+    if (!t->name) return;
+    unlink(t->name); /* before the close: the lock keeps sweeps off it until it is gone */
+    if (t->fd >= 0) close(t->fd);
+    free(t->name);
+    t->name = NULL;
+    t->fd = -1;
+}
+
+clcnn_status clcnn_tmp_finish(clcnn_tmpfile *t, const char *path, int shared, clcnn_error *e) {
     int err = 0;
-    if (fsync(fd) != 0) err = errno;
-    if (!err && shared && fchmod(fd, shared_mode()) != 0) err = errno;
-    if (close(fd) != 0 && !err) err = errno;
+    if (fsync(t->fd) != 0) err = errno;
+    if (!err && shared && fchmod(t->fd, shared_mode()) != 0) err = errno;
     if (err) {
-        unlink(tmp);
-        return clcnn_fail(e, CLCNN_ERR_IO, "%s: writing %s failed: %s", path, tmp, strerror(err));
+        clcnn_status st =
+            clcnn_fail(e, CLCNN_ERR_IO, "%s: writing %s failed: %s", path, t->name, strerror(err));
+        clcnn_tmp_discard(t);
+        return st;
     }
     return CLCNN_SUCCESS;
 }
 
-clcnn_status clcnn_tmp_rename(const char *tmp, const char *path, clcnn_error *e) {
-    if (rename(tmp, path) != 0) {
-        clcnn_status st = clcnn_fail(e, CLCNN_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp,
-                                     strerror(errno));
-        unlink(tmp);
+clcnn_status clcnn_tmp_rename(clcnn_tmpfile *t, const char *path, clcnn_error *e) {
+    if (rename(t->name, path) != 0) {
+        clcnn_status st = clcnn_fail(e, CLCNN_ERR_IO, "%s: cannot rename %s over it: %s", path,
+                                     t->name, strerror(errno));
+        clcnn_tmp_discard(t);
         return st;
     }
     sync_dir(path);
+    /* The data reached the disk with the fsync before the rename; closing only lets go of the
+     * descriptor and of the lock, which the sweeps needed to see until the name was gone. */
+    close(t->fd);
+    free(t->name);
+    t->name = NULL;
+    t->fd = -1;
     return CLCNN_SUCCESS;
 }
 
@@ -158,36 +219,26 @@ static int write_all(int fd, const void *buf, size_t size) {
 }
 
 clcnn_status clcnn_write_tmp(const char *path, const clcnn_piece *pieces, int n, int shared,
-                             char **tmp_out, clcnn_error *e) {
-    char *tmp = NULL;
-    int fd = -1, err = 0;
-    *tmp_out = NULL;
-    clcnn_status st = clcnn_tmp_create(path, &tmp, &fd, e);
+                             clcnn_tmpfile *t, clcnn_error *e) {
+    int err = 0;
+    clcnn_status st = clcnn_tmp_create(path, t, e);
     if (st) return st;
     for (int i = 0; i < n && !err; i++)
-        if (pieces[i].size) err = write_all(fd, pieces[i].data, pieces[i].size);
+        if (pieces[i].size) err = write_all(t->fd, pieces[i].data, pieces[i].size);
     if (err) {
-        st = clcnn_fail(e, CLCNN_ERR_IO, "%s: writing %s failed: %s", path, tmp, strerror(err));
-        close(fd);
-        unlink(tmp);
-        free(tmp);
+        st = clcnn_fail(e, CLCNN_ERR_IO, "%s: writing %s failed: %s", path, t->name, strerror(err));
+        clcnn_tmp_discard(t);
         return st;
     }
-    if ((st = clcnn_tmp_close(fd, tmp, path, shared, e))) {
-        free(tmp);
-        return st;
-    }
-    *tmp_out = tmp;
-    return CLCNN_SUCCESS;
+    return clcnn_tmp_finish(t, path, shared, e);
 }
 
 clcnn_status clcnn_write_file_atomic(const char *path, const void *data, size_t size, int shared,
                                      clcnn_error *e) {
     clcnn_piece piece = {data, size};
-    char *tmp = NULL;
-    clcnn_status st = clcnn_write_tmp(path, &piece, 1, shared, &tmp, e);
-    if (!st) st = clcnn_tmp_rename(tmp, path, e);
-    free(tmp);
+    clcnn_tmpfile t;
+    clcnn_status st = clcnn_write_tmp(path, &piece, 1, shared, &t, e);
+    if (!st) st = clcnn_tmp_rename(&t, path, e);
     return st;
 }
 

@@ -1028,7 +1028,7 @@ static void build_header(sbuf *b, const clcnn_st_entry *entries, int n, const ch
 }
 
 clcnn_status clcnn_st_write_tmp(const char *path, const clcnn_st_entry *entries, int n,
-                                const char *const *meta, int n_meta, char **tmp_out,
+                                const char *const *meta, int n_meta, clcnn_tmpfile *tmp_out,
                                 clcnn_error *e) {
     clcnn_status st;
     sbuf hdr = {0};
@@ -1036,7 +1036,7 @@ clcnn_status clcnn_st_write_tmp(const char *path, const clcnn_st_entry *entries,
     unsigned char len8[8];
     if (!path || !tmp_out)
         return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_st_write: NULL path");
-    *tmp_out = NULL;
+    *tmp_out = (clcnn_tmpfile){NULL, -1};
     if ((st = check_entries(path, entries, n, meta, n_meta, e))) return st;
     build_header(&hdr, entries, n, meta, n_meta);
     pieces = malloc(((size_t)n + 2) * sizeof *pieces);
@@ -1060,17 +1060,16 @@ clcnn_status clcnn_st_write_tmp(const char *path, const clcnn_st_entry *entries,
     return st;
 }
 
-clcnn_status clcnn_st_commit(const char *tmp, const char *path, clcnn_error *e) {
-    if (!tmp || !path)
+clcnn_status clcnn_st_commit(clcnn_tmpfile *tmp, const char *path, clcnn_error *e) {
+    if (!tmp || !tmp->name || !path)
         return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_st_commit: NULL path");
     return clcnn_tmp_rename(tmp, path, e);
 }
 
 clcnn_status clcnn_st_write(const char *path, const clcnn_st_entry *entries, int n,
                             const char *const *meta, int n_meta, clcnn_error *e) {
-    char *tmp = NULL;
+    clcnn_tmpfile tmp;
     clcnn_status st = clcnn_st_write_tmp(path, entries, n, meta, n_meta, &tmp, e);
-    if (st == CLCNN_SUCCESS) st = clcnn_st_commit(tmp, path, e);
-    free(tmp);
+    if (st == CLCNN_SUCCESS) st = clcnn_st_commit(&tmp, path, e);
     return st;
 }

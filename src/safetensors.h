@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "files.h"
 
 /* The most dimensions a tensor may have here; files with more are rejected. */
 #define CLCNN_ST_MAX_DIMS 8
@@ -128,12 +129,13 @@ clcnn_status clcnn_st_write(const char *path, const clcnn_st_entry *entries, int
 
 /* The two halves of clcnn_st_write, for callers that must write several files before any of
  * them replaces its predecessor (a checkpoint's weights and optimizer state): write_tmp writes
- * and fsyncs a temporary file beside path and returns its name in *tmp (malloc'd; the caller
- * frees it), leaving nothing behind on failure; commit renames tmp over path and syncs the
- * directory, and removes tmp when the rename fails. A caller that gives up between the two
- * removes tmp. */
+ * and fsyncs a temporary file beside path and holds it in *tmp, open and locked so that no
+ * sweep removes it (clcnn_write_tmp in files.h), leaving nothing behind on failure; commit
+ * renames it over path, syncs the directory and closes it, and removes it when the rename
+ * fails. A caller that gives up between the two calls clcnn_tmp_discard. */
 clcnn_status clcnn_st_write_tmp(const char *path, const clcnn_st_entry *entries, int n,
-                                const char *const *meta, int n_meta, char **tmp, clcnn_error *e);
-clcnn_status clcnn_st_commit(const char *tmp, const char *path, clcnn_error *e);
+                                const char *const *meta, int n_meta, clcnn_tmpfile *tmp,
+                                clcnn_error *e);
+clcnn_status clcnn_st_commit(clcnn_tmpfile *tmp, const char *path, clcnn_error *e);
 
 #endif

@@ -2,8 +2,9 @@
 # The files clcnn_train writes and trusts, against a hostile neighbour in the same folders:
 # - temporary files (checkpoints, the writability probes) are fresh names created exclusively,
 #   so a symbolic link planted at the predictable name "<file>.tmp.<pid>" is never followed;
-# - temporary files that a killed run left behind are removed by the next save, those of a
-#   running process are not;
+# - temporary files that a killed run left behind are removed by the next save, those that a
+#   live process holds locked are not, even when the pid in their name does not exist here (a
+#   writer in another PID namespace or on another host);
 # - the kernel cache folder is created 0700, and a cache entry or folder that is not the user's
 #   own is never loaded (on PoCL a program binary is native code).
 # Usage: test_files.sh CLCNN_TRAIN
@@ -11,7 +12,8 @@ set -u
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 src=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+holder=
+trap '[ -n "$holder" ] && kill "$holder" 2>/dev/null; rm -rf "$work"' EXIT
 unset CLCNN_VISIBLE_DEVICES CLCNN_BACKEND CLCNN_CACHE
 fail=0
 check() { if [ "$2" != 0 ]; then echo "FAIL: $1: $3"; fail=1; else echo "ok  $1"; fi; }
@@ -45,21 +47,49 @@ check "the checkpoint has the mode of a new file ($mode)" $? "umask $(umask)"
 check "the checkpoint loads" $? ""
 
 # ---- what a killed run left behind ------------------------------------------------------------
+# A sweep removes a temporary file only when it can take the file's lock (a writer holds it
+# from creation to rename) and the file has not changed for ten minutes; the pid in the name
+# proves nothing (another PID namespace, another host, reuse). Old files are made with
+# touch -d: each kept one must be kept for its lock or its age alone.
 sleep 0.01 &
 dead=$!
 wait $dead
+old='-2 hours'
 for f in epoch_1.safetensors.tmp.$dead epoch_1.state.safetensors.tmp.$dead.k3x9q0 \
          epoch_7.safetensors.tmp.$dead.abcdef; do
     printf 'left by a crash\n' >"$work/model/$f"
+    touch -d "$old" "$work/model/$f"
 done
-printf 'being written\n' >"$work/model/epoch_1.safetensors.tmp.$$.zzzzzz" # a live process's
+# A live writer this process cannot see, as in a container: its pid has ended here, its lock is
+# held by a live process. The pid-based sweep of old removed it.
+live=epoch_3.safetensors.tmp.$dead.livewr
+printf 'being written elsewhere\n' >"$work/model/$live"
+touch -d "$old" "$work/model/$live"
+(exec 9<>"$work/model/$live" && flock 9 && touch "$work/lockholder.locked" && exec sleep 120) &
+holder=$!
+for _ in $(seq 100); do [ -e "$work/lockholder.locked" ] && break; sleep 0.05; done
+[ -e "$work/lockholder.locked" ]
+check "a process holds the live writer's lock" $? ""
+printf 'being written\n' >"$work/model/epoch_1.safetensors.tmp.$$.zzzzzz" # recent, unlocked
 printf 'not ours\n' >"$work/model/notes.tmp.$dead"
+touch -d "$old" "$work/model/notes.tmp.$dead"
 # (the links planted above are left by a process that has ended too: they go as well)
+for f in "$work"/model/*.tmp.*; do [ -L "$f" ] && touch -h -d "$old" "$f"; done
 out=$("$bin" "${run[@]}" --resume "$work/model/epoch_1.safetensors" --epochs 2 2>&1)
 check "a run that saves" $? "$out"
 left=$(cd "$work/model" && ls -A | grep '\.tmp\.' | sort | tr '\n' ' ')
-[ "$left" = "epoch_1.safetensors.tmp.$$.zzzzzz notes.tmp.$dead " ]
-check "stale temporary files removed, a live one and a foreign one kept" $? "left: $left"
+[ "$left" = "epoch_1.safetensors.tmp.$$.zzzzzz $live notes.tmp.$dead " ]
+check "stale temporary files removed; a locked one, a recent one and a foreign one kept" $? \
+    "left: $left"
+[ "$(cat "$work/model/$live" 2>/dev/null)" = "being written elsewhere" ]
+check "the live writer's file is intact" $? ""
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
+# Its writer gone (lock released), the same file is stale: the next save removes it.
+out=$("$bin" "${run[@]}" --resume "$work/model/epoch_2.safetensors" --epochs 3 2>&1)
+check "a run that saves after the writer ended" $? "$out"
+[ ! -e "$work/model/$live" ]
+check "an unlocked old temporary file is removed" $? "$(ls -A "$work/model")"
 
 # ---- the kernel cache ---------------------------------------------------------------------------
 rm -rf "$work/cache"
