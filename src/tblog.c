@@ -26,7 +26,8 @@ _Static_assert(sizeof(float) == 4 && sizeof(double) == 8, "IEEE-754 binary32/bin
 #define TRAILER_BYTES 4
 
 struct clcnn_tblog {
-    FILE *f;
+    int fd;
+    off_t size; /* bytes of whole records in the file */
     char *path;
     unsigned char *buf; /* one whole record, reused across calls */
     size_t cap;
@@ -141,18 +142,28 @@ static clcnn_status reserve(clcnn_tblog *tb, size_t payload, clcnn_error *e) {
     return CLCNN_SUCCESS;
 }
 
-/* Frames the payload already at tb->buf + HEADER_BYTES and hands the record to the OS. */
+/* Frames the payload already at tb->buf + HEADER_BYTES and hands the record to the OS with
+ * write(2), whole or not at all: a write that fails part-way (a full disk) is cut back off the
+ * file, which then still ends in a whole record and stays readable to its end. */
 static clcnn_status emit(clcnn_tblog *tb, size_t payload, clcnn_error *e) {
     unsigned char *b = tb->buf;
-    size_t total = HEADER_BYTES + payload + TRAILER_BYTES;
+    size_t total = HEADER_BYTES + payload + TRAILER_BYTES, done = 0;
     put_le(b, payload, 8);
     put_le(b + 8, masked_crc32c(b, 8), 4);
     put_le(b + HEADER_BYTES + payload, masked_crc32c(b + HEADER_BYTES, payload), 4);
-    errno = 0;
-    if (fwrite(b, 1, total, tb->f) != total || fflush(tb->f) != 0) {
-        tb->write_errno = errno ? errno : EIO;
-        return clcnn_fail(e, CLCNN_ERR_IO, "%s: %s", tb->path, strerror(tb->write_errno));
+    while (done < total) {
+        ssize_t k = write(tb->fd, b + done, total - done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            tb->write_errno = k < 0 ? errno : EIO;
+            if (done > 0 && ftruncate(tb->fd, tb->size) != 0)
+                return clcnn_fail(e, CLCNN_ERR_IO, "%s: %s; cutting the partial record failed: %s",
+                                  tb->path, strerror(tb->write_errno), strerror(errno));
+            return clcnn_fail(e, CLCNN_ERR_IO, "%s: %s", tb->path, strerror(tb->write_errno));
+        }
+        done += (size_t)k;
     }
+    tb->size += (off_t)total;
     return CLCNN_SUCCESS;
 }
 
@@ -175,8 +186,8 @@ clcnn_status clcnn_tblog_scalar(clcnn_tblog *tb, const char *tag, float value, i
                                 double wall_time, clcnn_error *e) {
     if (!tb || !tag || !*tag)
         return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT, "tblog_scalar: NULL handle or empty tag");
-    /* Appending after a partial record would hide every later record from readers, which stop
-     * at the first bad one; failing loudly is better than writing data nobody will see. */
+    /* The file ends in whole records, but one is missing: a file with a silent gap in it is
+     * worse than one that stops where the trouble began. */
     if (tb->write_errno)
         return clcnn_fail(e, CLCNN_ERR_IO, "%s: an earlier write failed: %s", tb->path,
                           strerror(tb->write_errno));
@@ -238,6 +249,7 @@ clcnn_status clcnn_tblog_open(clcnn_tblog **out, const char *logdir, clcnn_error
         dir_len--;
 
     tb = calloc(1, sizeof *tb);
+    if (tb) tb->fd = -1;
     size_t path_size = dir_len + strlen(host) + 64;
     if (tb) tb->path = malloc(path_size);
     if (!tb || !tb->path) {
@@ -258,12 +270,8 @@ clcnn_status clcnn_tblog_open(clcnn_tblog **out, const char *logdir, clcnn_error
         }
     }
     created = 1;
-    tb->f = fdopen(fd, "wb");
-    if (!tb->f) {
-        st = clcnn_fail(e, CLCNN_ERR_IO, "%s: %s", tb->path, strerror(errno));
-        goto fail;
-    }
-    fd = -1; /* owned by tb->f now */
+    tb->fd = fd;
+    fd = -1; /* owned by tb now */
     st = write_file_version(tb, (double)now.tv_sec + (double)now.tv_nsec * 1e-9, e);
     if (st != CLCNN_SUCCESS) goto fail;
     *out = tb;
@@ -272,7 +280,7 @@ clcnn_status clcnn_tblog_open(clcnn_tblog **out, const char *logdir, clcnn_error
 fail:
     if (fd >= 0) close(fd);
     if (tb) {
-        if (tb->f) fclose(tb->f);
+        if (tb->fd >= 0) close(tb->fd);
         /* A file without its version record would only confuse readers. */
         if (created) unlink(tb->path);
         free(tb->buf);
@@ -289,10 +297,8 @@ const char *clcnn_tblog_path(const clcnn_tblog *tb) {
 clcnn_status clcnn_tblog_close(clcnn_tblog *tb, clcnn_error *e) {
     clcnn_status st = CLCNN_SUCCESS;
     if (!tb) return CLCNN_SUCCESS;
-    errno = 0;
-    if (fclose(tb->f) != 0) {
-        int err = errno ? errno : EIO;
-        st = clcnn_fail(e, CLCNN_ERR_IO, "%s: %s", tb->path, strerror(err));
+    if (close(tb->fd) != 0) {
+        st = clcnn_fail(e, CLCNN_ERR_IO, "%s: %s", tb->path, strerror(errno));
     } else if (tb->write_errno) {
         st = clcnn_fail(e, CLCNN_ERR_IO, "%s: an earlier write failed: %s", tb->path,
                         strerror(tb->write_errno));

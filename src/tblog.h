@@ -19,15 +19,16 @@ clcnn_status clcnn_tblog_open(clcnn_tblog **out, const char *logdir, clcnn_error
 
 /* Appends one scalar event (Summary.Value.simple_value). wall_time is seconds since the epoch,
  * passed in so that callers and tests control it. The record reaches the OS before the call
- * returns (fflush), so a killed run leaves every complete record readable. After a failed
- * write every later call fails too: the file may end in a partial record. */
+ * returns (write(2), no buffering), so a killed run leaves every complete record readable. A
+ * write that fails part-way (a full disk) is cut back off the file, which keeps ending in a
+ * whole record; after a failed write every later call fails too (a gap would go unseen). */
 clcnn_status clcnn_tblog_scalar(clcnn_tblog *tb, const char *tag, float value, int64_t step,
                                 double wall_time, clcnn_error *e);
 
 /* Path of the event file being written; valid until clcnn_tblog_close. */
 const char *clcnn_tblog_path(const clcnn_tblog *tb);
 
-/* Closes the file and frees tb, reporting an earlier write failure or a failing fclose as
+/* Closes the file and frees tb, reporting an earlier write failure or a failing close as
  * CLCNN_ERR_IO. tb is freed whatever the status. NULL is a no-op. */
 clcnn_status clcnn_tblog_close(clcnn_tblog *tb, clcnn_error *e);
 

@@ -12,8 +12,9 @@ set -u
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 src=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
-holder=
-trap '[ -n "$holder" ] && kill "$holder" 2>/dev/null; rm -rf "$work"' EXIT
+holder= mounted=
+trap '[ -n "$holder" ] && kill "$holder" 2>/dev/null; [ -n "$mounted" ] && umount "$mounted"
+      rm -rf "$work"' EXIT
 unset CLCNN_VISIBLE_DEVICES CLCNN_BACKEND CLCNN_CACHE
 fail=0
 check() { if [ "$2" != 0 ]; then echo "FAIL: $1: $3"; fail=1; else echo "ok  $1"; fi; }
@@ -90,6 +91,71 @@ out=$("$bin" "${run[@]}" --resume "$work/model/epoch_2.safetensors" --epochs 3 2
 check "a run that saves after the writer ended" $? "$out"
 [ ! -e "$work/model/$live" ]
 check "an unlocked old temporary file is removed" $? "$(ls -A "$work/model")"
+
+# ---- --metrics: whole lines only ----------------------------------------------------------------
+# Every line of the file must be a JSON value, whatever happened to the run that wrote it.
+all_json() { python3 -c 'import json,sys
+for n, l in enumerate(open(sys.argv[1], "rb").read().split(b"\n")[:-1], 1): json.loads(l)
+sys.exit(0 if open(sys.argv[1], "rb").read().endswith(b"\n") else 1)' "$1" 2>&1; }
+m=$work/torn.jsonl
+printf '{"type":"train","epoch":1,"step":1,"loss":2.3}\n{"type":"train","epoch":1,"st' >"$m"
+out=$("$bin" "${run[@]}" --epochs 1 --save-dir "$work/mt" --no-tensorboard --metrics "$m" 2>&1)
+check "a run appending to a file that ends in a torn line" $? "$out"
+echo "$out" | grep -qx "note: --metrics $m ended in a torn line (29 bytes); cut"
+check "it says the torn line was cut" $? "$out"
+res=$(all_json "$m")
+check "every line of the file is JSON" $? "$res: $(cat "$m")"
+[ "$(head -1 "$m")" = '{"type":"train","epoch":1,"step":1,"loss":2.3}' ]
+check "the whole line before it is kept" $? "$(head -2 "$m")"
+printf 'some notes\nwithout a newline' >"$work/notes.txt"
+out=$("$bin" "${run[@]}" --epochs 1 --save-dir "$work/mt2" --no-tensorboard \
+    --metrics "$work/notes.txt" 2>&1)
+rc=$?
+[ $rc != 0 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] &&
+    [ "$(cat "$work/notes.txt")" = "$(printf 'some notes\nwithout a newline')" ]
+check "a file that is not JSON Lines is refused, unchanged" $? "rc=$rc: $out"
+
+# ---- a full disk under --metrics and --logdir -------------------------------------------------
+# A 64 KB tmpfs with 4 KB left: the file being written fills it part-way through a record.
+full=$work/full
+if [ "$(id -u)" = 0 ] && mkdir -p "$full" && mount -t tmpfs -o size=64k clcnn-test "$full" 2>/dev/null
+then
+    mounted=$full
+    fill() { rm -rf "${full:?}"/*; dd if=/dev/zero of="$full/filler" bs=1k count=60 2>/dev/null; }
+    fill
+    mrun=(--data "$work/data" --model 'conv(4,3,pad=1) maxpool(2) flatten linear(10)'
+          --batch-size 8 --epochs 60 --log-every 1 --save-dir "$work/mfull")
+    err=$("$bin" "${mrun[@]}" --no-tensorboard --metrics "$full/m.jsonl" 2>&1 >/dev/null)
+    rc=$?
+    [ $rc != 0 ] && [ "$(printf '%s\n' "$err" | wc -l)" = 1 ] &&
+        printf '%s' "$err" | grep -q "writing $full/m.jsonl failed: No space left on device"
+    check "--metrics on a full disk: one line naming the file" $? "rc=$rc: $err"
+    res=$(all_json "$full/m.jsonl")
+    check "--metrics on a full disk: whole lines only" $? "$res: $(tail -c 300 "$full/m.jsonl")"
+    rm -f "$full/filler"
+    last=$(ls "$work/mfull"/epoch_*.safetensors | grep -v state | sort -V | tail -1)
+    out=$("$bin" "${mrun[@]}" --epochs 62 --resume "$last" --no-tensorboard \
+        --metrics "$full/m.jsonl" 2>&1)
+    check "--metrics: a resumed run appends" $? "$out"
+    res=$(all_json "$full/m.jsonl")
+    check "--metrics: every line JSON after the resume" $? "$res"
+    fill
+    err=$("$bin" "${mrun[@]}" --save-dir "$work/tfull" --logdir "$full/logs" 2>&1 >/dev/null)
+    rc=$?
+    [ $rc != 0 ] && [ "$(printf '%s\n' "$err" | wc -l)" = 1 ] &&
+        printf '%s' "$err" | grep -q "events.out.tfevents.*: No space left on device"
+    check "--logdir on a full disk: one line" $? "rc=$rc: $err"
+    res=$(python3 -c 'import glob,struct,sys
+b = open(glob.glob(sys.argv[1] + "/events.out.tfevents.*")[0], "rb").read()
+i = n = 0
+while i + 12 <= len(b): i += 12 + struct.unpack("<Q", b[i:i + 8])[0] + 4; n += 1
+sys.exit(0 if i == len(b) and n > 1 else "%d records, %d of %d bytes" % (n, i, len(b)))' \
+        "$full/logs" 2>&1)
+    check "--logdir on a full disk: the event file ends in a whole record" $? "$res"
+    umount "$full" && mounted=
+else
+    echo "not root (or no tmpfs): full-disk cases not run"
+fi
 
 # ---- the kernel cache ---------------------------------------------------------------------------
 rm -rf "$work/cache"

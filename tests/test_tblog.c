@@ -464,6 +464,49 @@ done:
     free(logdir);
 }
 
+/* A write that fails part-way (the file-size limit five bytes past the last whole record, as
+ * a disk with a few bytes left) leaves no partial record: the file is cut back to the whole
+ * records before it, so a reader sees every one of them and nothing after. */
+static void check_partial_write(const char *tmp) {
+    clcnn_error e = {0};
+    clcnn_tblog *tb = NULL;
+    event evs[MAX_EVENTS];
+    struct rlimit saved, lim;
+    char *logdir = join(tmp, "partial");
+    CHECK(logdir != NULL);
+    if (!logdir) return;
+    CHECK_ST(clcnn_tblog_open(&tb, logdir, &e), CLCNN_SUCCESS, e);
+    if (!tb) goto done;
+    CHECK_ST(clcnn_tblog_scalar(tb, "ok", 3.0f, 7, 7.0, &e), CLCNN_SUCCESS, e);
+    long size = file_size(clcnn_tblog_path(tb));
+    CHECK(size > 0);
+    if (getrlimit(RLIMIT_FSIZE, &saved) != 0 ||
+        (saved.rlim_cur != RLIM_INFINITY && saved.rlim_cur <= (rlim_t)size + 5)) {
+        printf("test_tblog: partial-write check skipped (cannot lower RLIMIT_FSIZE)\n");
+        goto done;
+    }
+    signal(SIGXFSZ, SIG_IGN);
+    lim = saved;
+    lim.rlim_cur = (rlim_t)size + 5;
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    CHECK_ST(clcnn_tblog_scalar(tb, "torn", 4.0f, 8, 8.0, &e), CLCNN_ERR_IO, e);
+    CHECK(file_size(clcnn_tblog_path(tb)) == size);
+    char *path = strdup(clcnn_tblog_path(tb));
+    CHECK_ST(clcnn_tblog_close(tb, &e), CLCNN_ERR_IO, e);
+    tb = NULL;
+    CHECK(setrlimit(RLIMIT_FSIZE, &saved) == 0);
+    signal(SIGXFSZ, SIG_DFL);
+    if (path) {
+        CHECK(file_size(path) == size);
+        CHECK(read_events(path, evs, MAX_EVENTS) == 2);
+        check_scalar(&evs[1], "ok", 3.0f, 7, 7.0);
+        free(path);
+    }
+done:
+    clcnn_tblog_close(tb, NULL);
+    free(logdir);
+}
+
 /* The file check_tensorboard.py reads; keep these values in step with the ctest that runs it. */
 static int write_kept_file(const char *dir) {
     static const struct {
@@ -503,6 +546,7 @@ int main(void) {
     check_unique_name(tmp);
     check_bad_logdir(tmp);
     check_write_error(tmp);
+    check_partial_write(tmp);
     nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 
     const char *keep = getenv("CLCNN_TBLOG_KEEP");

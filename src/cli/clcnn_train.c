@@ -2,6 +2,7 @@
  * OpenCL device. It uses only the public API (include/clcnn.h); it is the one place that
  * prints. */
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -168,7 +169,8 @@ static const char usage_text[] =
     "                        test_loss and test_accuracy by epoch (default: logs)\n"
     "  --no-tensorboard      do not write TensorBoard events\n"
     "  --metrics FILE        append JSON Lines: one record per log point (loss, lr) and per\n"
-    "                        evaluation\n"
+    "                        evaluation, each whole or not at all; a torn last line (a killed\n"
+    "                        run's) is cut, with a note\n"
     "  -h, --help            show this help\n"
     "\n"
     "Environment:\n"
@@ -811,17 +813,42 @@ typedef struct run_state {
     int failed;        /* a callback could not write its output; it has said why */
 } run_state;
 
+/* Appends one JSON Lines record, whole or not at all: the line goes out in one write(2) to
+ * the O_APPEND descriptor (resumed after a short write), and when the disk fills part-way the
+ * file is cut back to its size before the record, so no partial line stays for a resumed run
+ * to append after. r->metrics only holds the descriptor: stdio never buffers a record. */
+static int metrics_line(run_state *r, const char *fmt, ...) CLI_PRINTF(2, 3);
 static int metrics_line(run_state *r, const char *fmt, ...) {
+    char line[1024];
     va_list ap;
     if (!r->metrics) return 0;
     va_start(ap, fmt);
-    vfprintf(r->metrics, fmt, ap);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (fflush(r->metrics) != 0 || ferror(r->metrics)) {
-        say("writing %s failed: %s", r->o->metrics, strerror(errno));
+    if (n < 0 || (size_t)n >= sizeof line) {
+        say("writing %s failed: a record of %d bytes does not fit the buffer", r->o->metrics, n);
         return -1;
     }
-    return 0;
+    int fd = fileno(r->metrics), err = 0;
+    struct stat sb;
+    off_t before = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? sb.st_size : -1;
+    size_t done = 0;
+    while (done < (size_t)n) {
+        ssize_t k = write(fd, line + done, (size_t)n - done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            err = k < 0 ? errno : EIO;
+            break;
+        }
+        done += (size_t)k;
+    }
+    if (!err) return 0;
+    if (done > 0 && before >= 0 && ftruncate(fd, before) != 0)
+        say("writing %s failed: %s; cutting the partial record failed too: %s", r->o->metrics,
+            strerror(err), strerror(errno));
+    else
+        say("writing %s failed: %s", r->o->metrics, strerror(err));
+    return -1;
 }
 
 static int tb_scalar(run_state *r, const char *tag, float v, int64_t step) {
@@ -1060,6 +1087,69 @@ static int resume_normalize(cli_options *o, resume_peek *ck) {
     return 0;
 }
 
+/* Where the last whole line of the regular file fd (size bytes) ends, i.e. the size to cut it
+ * to when it does not end in '\n'; size when it does, -1 when it cannot be read or when the
+ * unterminated tail is not the start of a clcnn record ('{' then printable ASCII, shorter than
+ * any record): a file that is not JSON Lines is never cut. */
+static off_t whole_lines_end(const char *path, off_t size) {
+    char buf[1024];
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -1;
+    off_t from = size > (off_t)sizeof buf ? size - (off_t)sizeof buf : 0;
+    ssize_t n = pread(fd, buf, (size_t)(size - from), from);
+    close(fd);
+    if (n != (ssize_t)(size - from)) return -1;
+    if (buf[n - 1] == '\n') return size;
+    ssize_t i = n - 1;
+    while (i >= 0 && buf[i] != '\n')
+        i--;
+    if (i < 0 && from > 0) return -1; /* a "line" longer than any record */
+    if (buf[i + 1] != '{') return -1;
+    for (ssize_t j = i + 1; j < n; j++)
+        if (buf[j] < 0x20 || buf[j] > 0x7e) return -1;
+    return from + i + 1;
+}
+
+/* Opens --metrics for appending: a resumed run continues the same file, nothing earlier is
+ * lost. A last line without its newline is a record cut short (a run killed mid-write, or a
+ * full disk under an older clcnn): it is cut, with a note, so that the records that follow
+ * start on a line of their own and every line of the file stays valid JSON. */
+static int open_metrics(const cli_options *o, run_state *r) {
+    struct stat sb;
+    int fd = open(o->metrics, O_WRONLY | O_APPEND | O_CREAT | O_NOCTTY | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        say("--metrics %s: %s", o->metrics, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
+        off_t keep = whole_lines_end(o->metrics, sb.st_size);
+        if (keep < 0) {
+            say("--metrics %s does not end in a whole line and is not a clcnn JSON Lines file; "
+                "not appending to it",
+                o->metrics);
+            close(fd);
+            return -1;
+        }
+        if (keep < sb.st_size) {
+            if (ftruncate(fd, keep) != 0) {
+                say("--metrics %s ends in a torn line that cannot be cut: %s", o->metrics,
+                    strerror(errno));
+                close(fd);
+                return -1;
+            }
+            printf("note: --metrics %s ended in a torn line (%lld bytes); cut\n", o->metrics,
+                   (long long)(sb.st_size - keep));
+            fflush(stdout);
+        }
+    }
+    if (!(r->metrics = fdopen(fd, "a"))) {
+        say("--metrics %s: %s", o->metrics, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return 0;
+}
+
 /* Inputs are checked before the device is touched: a typo costs nothing. Fills in the default
  * --data, reads --resume's model into ck and opens --metrics. */
 static int check_inputs(cli_options *o, run_state *r, resume_peek *ck) {
@@ -1091,11 +1181,7 @@ static int check_inputs(cli_options *o, run_state *r, resume_peek *ck) {
         if (check_writable_dir(o->save_dir, "--save-dir")) return -1;
         if (!o->no_tensorboard && check_writable_dir(o->logdir, "--logdir")) return -1;
     }
-    /* Appending: a resumed run continues the same file, nothing earlier is lost. */
-    if (o->metrics && !(r->metrics = fopen(o->metrics, "a"))) {
-        say("--metrics %s: %s", o->metrics, strerror(errno));
-        return -1;
-    }
+    if (o->metrics && open_metrics(o, r)) return -1;
     return 0;
 }
 
@@ -1653,9 +1739,17 @@ int main(int argc, char **argv) {
     if (pick_devices(&r, devs, &o)) goto done;
     rc = run(&r, &o, devs);
 done:
-    if (r.tb && clcnn_summary_writer_close(r.tb) != CLCNN_SUCCESS) {
-        say("closing the TensorBoard file failed");
-        rc = 1;
+    if (r.tb) {
+        /* A write that failed was said where it failed (tb_scalar) and the run ends with it:
+         * closing reports that failure again, so only a failure of its own is said here. */
+        int said = clcnn_summary_writer_errcode(r.tb) != CLCNN_SUCCESS;
+        char path[4200];
+        snprintf(path, sizeof path, "%s", clcnn_summary_writer_path(r.tb));
+        if (clcnn_summary_writer_close(r.tb) != CLCNN_SUCCESS) {
+            if (!said) say("closing the TensorBoard file %s failed", path);
+            rc = 1;
+        }
+        r.tb = NULL;
     }
     if (r.metrics && fclose(r.metrics) != 0) {
         say("closing %s failed: %s", o.metrics, strerror(errno));
