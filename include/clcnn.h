@@ -218,6 +218,14 @@ clcnn_status clcnn_context_device(const clcnn_context *ctx, clcnn_device_info *i
  * the binary cache, 0 = at least one was compiled from source. And the seconds it took. */
 int clcnn_context_cache_hit(const clcnn_context *ctx);
 double clcnn_context_build_seconds(const clcnn_context *ctx);
+/* Why the binary cache was not used, or was repaired, when the context was created: one line
+ * for the user ("" when there is nothing to say). The cache folder is used only when it
+ * belongs to the user and neither group nor others may write to it; otherwise the kernels are
+ * compiled, nothing is written there, and this says why. An entry made for another key (copied
+ * or renamed), or whose binary lacks the kernels its source defines, is rebuilt silently; one
+ * that passes those checks while the programs still lack a kernel the library needs is rebuilt
+ * with a note. The library never prints it: clcnn_train does, as a "note:" line. */
+const char *clcnn_context_cache_note(const clcnn_context *ctx);
 
 /* Measures the device's fp32 multiply-add throughput with a register-only kernel (about a
  * quarter of a second), for reading benchmark figures as a fraction of peak. */

@@ -234,7 +234,8 @@ static clcnn_status finish_context(clcnn_context *ctx, const clcnn_settings *s, 
     if (!ctx->progs)
         return clcnn_fail(&ctx->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of host memory");
     st = clcnn_programs_build(ctx->context, ctx->device, &ctx->info, options, s->cache_dir,
-                              s->kernel_dir, ctx->progs, &ctx->cache_hit, &ctx->err);
+                              s->kernel_dir, required_kernels, CLCNN_K_COUNT, ctx->progs,
+                              &ctx->cache_hit, ctx->cache_note, sizeof ctx->cache_note, &ctx->err);
     if (st != CLCNN_SUCCESS) return st;
     if ((st = make_kernels(ctx)) != CLCNN_SUCCESS) return st;
     if ((st = resolve_kernels(ctx, s->kernel_dir)) != CLCNN_SUCCESS) return st;
@@ -354,6 +355,10 @@ clcnn_status clcnn_context_device(const clcnn_context *ctx, clcnn_device_info *i
 
 int clcnn_context_cache_hit(const clcnn_context *ctx) {
     return ctx ? ctx->cache_hit : 0;
+}
+
+const char *clcnn_context_cache_note(const clcnn_context *ctx) {
+    return ctx ? ctx->cache_note : "";
 }
 
 double clcnn_context_build_seconds(const clcnn_context *ctx) {

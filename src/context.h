@@ -29,6 +29,7 @@ struct clcnn_context {
     clcnn_kern *kern[CLCNN_K_COUNT]; /* the typed table (kernels.h), into kerns */
     size_t local1d;                  /* work-group size for 1-D element-wise kernels */
     int cache_hit;
+    char cache_note[4600]; /* clcnn_context_cache_note */
     double build_seconds;
     /* This context's programs' tag on PoCL before 6.0 (context.c); -1: untagged. */
     int tag;

@@ -270,11 +270,36 @@ clcnn_status clcnn_mkdir_p(const char *dir, unsigned mode, clcnn_error *e) {
     return st;
 }
 
-int clcnn_private_dir(const char *dir) {
+int clcnn_private_dir_why(const char *dir, char *why, size_t why_size) {
     struct stat sb;
-    if (clcnn_mkdir_p(dir, 0700, NULL) != CLCNN_SUCCESS) return -1;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid()) return -1;
+    clcnn_error e = {0};
+    char dummy[1];
+    if (!why) why = dummy, why_size = sizeof dummy;
+    why[0] = '\0';
+    if (clcnn_mkdir_p(dir, 0700, &e) != CLCNN_SUCCESS) {
+        snprintf(why, why_size, "%s", e.msg);
+        return -1;
+    }
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        snprintf(why, why_size, "%s is not a folder", dir);
+        return -1;
+    }
+    if (sb.st_uid != geteuid()) {
+        snprintf(why, why_size, "%s belongs to uid %ld, not to this user (uid %ld)", dir,
+                 (long)sb.st_uid, (long)geteuid());
+        return -1;
+    }
+    /* Another user who may write into the folder may replace or remove our entries. */
+    if (sb.st_mode & (S_IWGRP | S_IWOTH)) {
+        snprintf(why, why_size, "%s is %s-writable (mode %03o; chmod go-w makes it private)", dir,
+                 sb.st_mode & S_IWOTH ? "world" : "group", (unsigned)(sb.st_mode & 07777));
+        return -1;
+    }
     return 0;
+}
+
+int clcnn_private_dir(const char *dir) {
+    return clcnn_private_dir_why(dir, NULL, 0);
 }
 
 int clcnn_open_owned(const char *path) {

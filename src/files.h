@@ -69,8 +69,13 @@ clcnn_status clcnn_write_file_atomic(const char *path, const void *data, size_t 
 clcnn_status clcnn_mkdir_p(const char *dir, unsigned mode, clcnn_error *e);
 
 /* Creates a private folder (mode 0700 for what is created) and checks that it is one this
- * process may trust: a folder owned by the effective user. Returns 0 when it is. */
+ * process may trust: a folder owned by the effective user that neither group nor others may
+ * write to. Returns 0 when it is. */
 int clcnn_private_dir(const char *dir);
+
+/* clcnn_private_dir, saying in why (why_size bytes; NULL for none) why a folder is refused: one
+ * line naming the folder, "" when it is accepted. */
+int clcnn_private_dir_why(const char *dir, char *why, size_t why_size);
 
 /* Opens path for reading when it is a regular file owned by the effective user (not through
  * a symbolic link, never blocking on a FIFO); -1 otherwise. */

@@ -6,7 +6,9 @@
 #   live process holds locked are not, even when the pid in their name does not exist here (a
 #   writer in another PID namespace or on another host);
 # - the kernel cache folder is created 0700, and a cache entry or folder that is not the user's
-#   own is never loaded (on PoCL a program binary is native code).
+#   own, or a folder that group or others may write to, is never loaded (on PoCL a program
+#   binary is native code); a well-formed entry that is wrong is rebuilt;
+# - --metrics and the TensorBoard file hold whole records only, on a full disk too.
 # Usage: test_files.sh CLCNN_TRAIN
 set -u
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -165,6 +167,28 @@ check "the cache folder is created 0700" $? "$(ls -ld "$work/cache" "$work/cache
 second=$("$bin" "${run[@]}" --epochs 1 --save-dir "$work/m3" 2>&1 | head -1)
 echo "$second" | grep -q "(binary cache)"
 check "the second start loads the cache" $? "$first / $second"
+# A folder group or others may write to: not used, nothing written, and a note says why.
+c=$work/cache/clcnn
+for mode in 770 703; do
+    chmod "$mode" "$c"
+    before=$(ls -l --time-style=+%s.%N "$c" | md5sum)
+    out=$("$bin" "${run[@]}" --epochs 1 --save-dir "$work/m-$mode" 2>&1)
+    rc=$?
+    [ $rc = 0 ] && echo "$out" | head -1 | grep -q "(compiled)" &&
+        echo "$out" | grep -qx "note: the kernel cache is off: $c is .*-writable (mode $mode; .*)"
+    check "a cache folder of mode $mode is not used, with a note" $? "rc=$rc: $(echo "$out" | head -3)"
+    [ "$before" = "$(ls -l --time-style=+%s.%N "$c" | md5sum)" ]
+    check "nothing is written into it" $? "$(ls -l "$c")"
+done
+chmod 700 "$c"
+# A well-formed entry in the wrong place (one program's entry copied over another's): rebuilt,
+# and the cache works again on the next start.
+cp "$(ls "$c"/util-*.bin)" "$(ls "$c"/conv2d-*.bin)"
+out=$("$bin" "${run[@]}" --epochs 1 --save-dir "$work/m-copy" 2>&1)
+check "a start with an entry copied over another's" $? "$(echo "$out" | head -3)"
+out=$("$bin" "${run[@]}" --epochs 1 --save-dir "$work/m-copy2" 2>&1 | head -1)
+echo "$out" | grep -q "(binary cache)"
+check "the next start loads the repaired cache" $? "$out"
 if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
     # An entry someone else owns: rebuilt, never loaded.
     entry=$(ls "$work/cache/clcnn"/*.bin | head -1)

@@ -1,12 +1,15 @@
 /* Kernel build tests: embedded sources build and run (a real kernel against a CPU
  * computation), the binary cache is written, hit (a warm start compiles and rewrites nothing),
- * and survives corruption, and a broken kernel source reached through CLCNN_KERNEL_DIR is
+ * and survives corruption and well-formed entries that are wrong, a cache folder others may
+ * write to is not used, and a broken kernel source reached through CLCNN_KERNEL_DIR is
  * reported with the device and build log, as is one that lacks a kernel the library needs. Nothing
  * here depends on timing: start-up times are printed, never compared, so a loaded machine cannot
  * fail the test. */
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <xxhash.h>
 
 #include "context.h"
 #include "program.h"
@@ -98,6 +101,130 @@ static void write_file(const char *path, const char *text) {
     fclose(f);
 }
 
+/* The cache file of program `name` ("util", "conv2d"), or "" when there is none. */
+static void entry_path(const char *name, char *out, size_t cap) {
+    DIR *dir = opendir(cache_dir);
+    struct dirent *de;
+    size_t len = strlen(name);
+    out[0] = '\0';
+    if (!dir) return;
+    while ((de = readdir(dir)))
+        if (!strncmp(de->d_name, name, len) && de->d_name[len] == '-' &&
+            strlen(de->d_name) == len + 1 + 32 + 4 && !strcmp(de->d_name + len + 33, ".bin"))
+            snprintf(out, cap, "%s/%s", cache_dir, de->d_name);
+    closedir(dir);
+}
+
+static unsigned char *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    unsigned char *buf = NULL;
+    long len;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)len)) && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        free(buf);
+        buf = NULL;
+    }
+    if (buf) *n = (size_t)ftell(f);
+    if (f) fclose(f);
+    return buf;
+}
+
+static void write_bytes(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL && fwrite(data, 1, n, f) == n);
+    if (f) fclose(f);
+}
+
+/* Cache entries that are well formed but wrong (src/program.c's layout: magic, 32-byte key at
+ * offset 8, names and binary lengths and their XXH64 at 40, 48 and 56, then the names and the
+ * binary): util's entry copied over conv2d's; the same with conv2d's key written in, so that
+ * only the kernels tell; and conv2d's own names around util's binary. Each start must still
+ * work (rebuilding the entry), and the next one load it again. */
+static void check_wrong_entries(clcnn_devices *devs, int idx) {
+    char util[600], conv[600];
+    size_t nu = 0, nc = 0;
+    clcnn_status st;
+    clcnn_context *ctx;
+    entry_path("util", util, sizeof util);
+    entry_path("conv2d", conv, sizeof conv);
+    unsigned char *ub = util[0] ? read_all(util, &nu) : NULL;
+    unsigned char *cb = conv[0] ? read_all(conv, &nc) : NULL;
+    CHECK_MSG(ub && cb && nu > 64 && nc > 64, "no util and conv2d entries in %s", cache_dir);
+    if (!ub || !cb || nu <= 64 || nc <= 64) goto done;
+    uint64_t cnames, unames;
+    memcpy(&cnames, cb + 40, 8);
+    memcpy(&unames, ub + 40, 8);
+    for (int variant = 0; variant < 3; variant++) {
+        static const char *what[] = {"copied over another's", "copied with its key rewritten",
+                                     "another's binary under its own names"};
+        if (variant < 2) {
+            unsigned char *w = malloc(nu);
+            if (!w) break;
+            memcpy(w, ub, nu);
+            if (variant == 1) memcpy(w + 8, cb + 8, 32);
+            write_bytes(conv, w, nu);
+            free(w);
+        } else { /* conv2d's header and names, util's binary, a valid checksum */
+            size_t ubin = nu - 64 - (size_t)unames, n = 64 + (size_t)cnames + ubin;
+            unsigned char *w = malloc(n);
+            if (!w) break;
+            memcpy(w, cb, 64 + (size_t)cnames);
+            memcpy(w + 64 + cnames, ub + 64 + unames, ubin);
+            uint64_t l = ubin, h = XXH64(w + 64, (size_t)cnames + ubin, 0);
+            memcpy(w + 48, &l, 8);
+            memcpy(w + 56, &h, 8);
+            write_bytes(conv, w, n);
+            free(w);
+        }
+        ctx = make(devs, idx, &st);
+        CHECK_MSG(st == CLCNN_SUCCESS, "an entry %s: %s", what[variant], clcnn_context_errmsg(ctx));
+        CHECK_MSG(clcnn_context_cache_hit(ctx) == 0, "an entry %s was used", what[variant]);
+        /* Its key alone (0) or its names alone (2) give it away, silently; with both right
+         * (1) only the missing kernels do, and the note says so. */
+        const char *note = clcnn_context_cache_note(ctx);
+        CHECK_MSG(variant == 1 ? strstr(note, "lacked a kernel") != NULL : note[0] == '\0',
+                  "an entry %s: note \"%s\"", what[variant], note);
+        if (st == CLCNN_SUCCESS) check_axpy(ctx);
+        clcnn_context_free(ctx);
+        ctx = make(devs, idx, &st);
+        CHECK_MSG(st == CLCNN_SUCCESS && clcnn_context_cache_hit(ctx) == 1 &&
+                      !clcnn_context_cache_note(ctx)[0],
+                  "after an entry %s: not repaired (%s)", what[variant], clcnn_context_errmsg(ctx));
+        clcnn_context_free(ctx);
+    }
+done:
+    free(ub);
+    free(cb);
+}
+
+/* A cache folder that group or others may write to is not used: the kernels are compiled,
+ * nothing is written there, and the note names the folder. */
+static void check_open_folder(clcnn_devices *devs, int idx) {
+    static char before[8192], after[8192];
+    static const struct {
+        unsigned mode;
+        const char *word;
+    } modes[] = {{0770, "group-writable"}, {0703, "world-writable"}};
+    clcnn_status st;
+    for (int m = 0; m < 2; m++) {
+        cache_listing(before, sizeof before);
+        CHECK(chmod(cache_dir, modes[m].mode) == 0);
+        clcnn_context *ctx = make(devs, idx, &st);
+        const char *note = clcnn_context_cache_note(ctx);
+        CHECK_MSG(st == CLCNN_SUCCESS && clcnn_context_cache_hit(ctx) == 0 &&
+                      strstr(note, modes[m].word) && strstr(note, cache_dir),
+                  "a %s cache folder: status %d, cache hit %d, note \"%s\"", modes[m].word, (int)st,
+                  clcnn_context_cache_hit(ctx), note);
+        clcnn_context_free(ctx);
+        cache_listing(after, sizeof after);
+        CHECK_MSG(!strcmp(before, after), "a %s cache folder was written to", modes[m].word);
+    }
+    CHECK(chmod(cache_dir, 0700) == 0);
+    clcnn_context *ctx = make(devs, idx, &st);
+    CHECK(st == CLCNN_SUCCESS && clcnn_context_cache_hit(ctx) == 1);
+    clcnn_context_free(ctx);
+}
+
 int main(void) {
     clcnn_devices *devs = NULL;
     clcnn_context *ctx;
@@ -182,9 +309,9 @@ int main(void) {
         FILE *f = fopen(path, "r+b");
         CHECK(f != NULL);
         if (f) {
-            fseek(f, 40, SEEK_SET);
+            fseek(f, -40, SEEK_END); /* inside the binary, the last part of an entry */
             int c = fgetc(f);
-            fseek(f, 40, SEEK_SET);
+            fseek(f, -40, SEEK_END);
             fputc(c ^ 0x5a, f);
             fclose(f);
         }
@@ -192,6 +319,9 @@ int main(void) {
         CHECK(st == CLCNN_SUCCESS && clcnn_context_cache_hit(ctx) == 0);
         clcnn_context_free(ctx);
     }
+
+    check_wrong_entries(devs, idx);
+    check_open_folder(devs, idx);
 
     /* CLCNN_CACHE=0: nothing read, nothing written. */
     setenv("CLCNN_CACHE", "0", 1);

@@ -188,7 +188,9 @@ static const char usage_text[] =
     "  CLCNN_KERNEL_DIR       read kernel sources from DIR/<name>.cl instead of the embedded ones\n"
     "  CLCNN_CACHE_DIR        program-binary cache folder (default $XDG_CACHE_HOME/clcnn or\n"
     "                         ~/.cache/clcnn; created 0700, used only when it and each entry\n"
-    "                         belong to the user); CLCNN_CACHE=0 turns the cache off\n";
+    "                         belong to the user and the folder is not group- or\n"
+    "                         world-writable, else a note says why); CLCNN_CACHE=0 turns the\n"
+    "                         cache off\n";
 
 /* This process's rank in an MPI run of several, for error lines; -1 otherwise. */
 static int say_rank = -1;
@@ -1199,6 +1201,8 @@ static int open_context(run_state *r, clcnn_devices *devs) {
                clcnn_version(), info.platform_index, info.device_index, info.name,
                type_name(info.type), info.platform_name, clcnn_context_build_seconds(r->ctxs[i]),
                clcnn_context_cache_hit(r->ctxs[i]) ? "binary cache" : "compiled");
+        if (*clcnn_context_cache_note(r->ctxs[i]))
+            printf("note: %s\n", clcnn_context_cache_note(r->ctxs[i]));
     }
     r->ctx = r->ctxs[0];
     if (r->o->resume && r->o->model_given)
