@@ -58,12 +58,14 @@ clcnn_status clcnn_tmp_create(const char *path, clcnn_tmpfile *t, clcnn_error *e
             free(tmp);
             return st;
         }
-        /* Locked at once and held until the rename: a sweep deletes only files it can lock.
-         * A sweep that locked this file in the instant before us has removed it by the time
-         * we get the lock (nlink 0): then start again under a new name. A filesystem without
+        /* Locked at once and held until the rename: a sweep deletes only files it can lock
+         * (and none this young). Should a sweep hold this file's lock all the same, or have
+         * removed it already (nlink 0), start again under a new name. A filesystem without
          * locks (ENOLCK, EOPNOTSUPP) still gets its save: its sweeps can lock nothing either,
          * so they remove nothing. */
-        if (lock_file(fd, LOCK_EX) == 0 && fstat(fd, &sb) == 0 && sb.st_nlink == 0) {
+        int lk = lock_file(fd, LOCK_EX | LOCK_NB);
+        if (lk == EWOULDBLOCK || (lk == 0 && fstat(fd, &sb) == 0 && sb.st_nlink == 0)) {
+            if (lk) unlink(tmp);
             close(fd);
             continue;
         }
