@@ -23,24 +23,96 @@
 /* The most devices one process trains on with --devices. */
 #define MAX_REPLICAS 16
 
+/* The text fields of the option and checkpoint structs, named so that one field list can
+ * declare them. */
+typedef char recipe_text[512];
+typedef char normalize_text[128];
+
+/* Every field of cli_options, once, with what the ranks of an MPI run must share
+ * (agree_settings): X(p, type, field, rule, kind, text).
+ * - STEP: the field changes the arithmetic of a step, or which collective calls a rank makes,
+ *   so every rank must hold the same value; text is the option a disagreement names, kind how
+ *   its value is compared and shown (INT, REAL, TEXT, or OPTIMIZER and SCHEDULE: their words).
+ *   The values compared are the resolved ones: after the --model preset's recipe, a resumed
+ *   checkpoint's settings and the defaults that depend on --optimizer.
+ * - DERIVED: computed from others; compared where the step takes it from (text says where).
+ * - LOCAL: ranks may differ; text says why.
+ * The struct is declared from this list, so a field cannot be added without one of the three.
+ * p is passed through to X. */
+/* clang-format off */
+#define CLI_OPTIONS(X, p)                                                                          \
+    X(p, int, platform, LOCAL, NONE, "each rank picks its own device")                            \
+    X(p, int, device, LOCAL, NONE, "each rank picks its own device")                              \
+    X(p, const char *, devices, LOCAL, NONE, "each rank has its own devices; the group splits "    \
+      "the global batch over all replicas")                                                        \
+    X(p, int, list_devices, LOCAL, NONE, "ends before the agreement, as it does alone")           \
+    X(p, int, version, LOCAL, NONE, "ends before MPI starts")                                     \
+    X(p, int, help, LOCAL, NONE, "ends before MPI starts")                                        \
+    X(p, const char *, data, LOCAL, NONE, "each machine its own copy; what it holds is compared " \
+      "(images, format, shape)")                                                                   \
+    X(p, const char *, dataset, LOCAL, NONE, "the format found is compared")                      \
+    X(p, const char *, model, STEP, TEXT, "--model")                                              \
+    X(p, const char *, logdir, LOCAL, NONE, "rank 0 alone writes")                                \
+    X(p, const char *, save_dir, LOCAL, NONE, "rank 0 alone writes")                              \
+    X(p, const char *, metrics, LOCAL, NONE, "rank 0 alone writes")                               \
+    X(p, const char *, init, LOCAL, NONE, "the group gives every rank rank 0's weights")          \
+    X(p, const char *, resume, LOCAL, NONE, "what it restores is compared (optimizer, schedule, " \
+      "step, epoch, seed, ...); the group gives every rank rank 0's weights and state")           \
+    X(p, const char *, normalize, STEP, TEXT, "--normalize")                                      \
+    X(p, int, model_given, LOCAL, NONE, "a default or a given value: the value is compared")      \
+    X(p, int, seed_given, LOCAL, NONE, "a default or a given value: the value is compared")       \
+    X(p, int, lr_given, LOCAL, NONE, "a default or a given value: the value is compared")         \
+    X(p, int, optimizer_given, LOCAL, NONE, "a default or a given value: the value is compared")  \
+    X(p, int, momentum_given, LOCAL, NONE, "a default or a given value: the value is compared")   \
+    X(p, int, wd_given, LOCAL, NONE, "a default or a given value: the value is compared")         \
+    X(p, int, betas_given, LOCAL, NONE, "a default or a given value: the value is compared")      \
+    X(p, int, eps_given, LOCAL, NONE, "a default or a given value: the value is compared")        \
+    X(p, int, batch_given, LOCAL, NONE, "a default or a given value: the value is compared")      \
+    X(p, int, epochs_given, LOCAL, NONE, "a default or a given value: the value is compared")     \
+    X(p, int, schedule_given, LOCAL, NONE, "a default or a given value: the value is compared")   \
+    X(p, int, pct_given, LOCAL, NONE, "a default or a given value: the value is compared")        \
+    X(p, int, smoothing_given, LOCAL, NONE, "a default or a given value: the value is compared")  \
+    X(p, int, crop_given, LOCAL, NONE, "a default or a given value: the value is compared")       \
+    X(p, int, hflip_given, LOCAL, NONE, "a default or a given value: the value is compared")      \
+    X(p, int, no_decay_given, LOCAL, NONE, "a default or a given value: the value is compared")   \
+    X(p, int, nesterov_given, LOCAL, NONE, "a default or a given value: the value is compared")   \
+    /* before the numbers whose defaults they choose */                                           \
+    X(p, clcnn_optimizer_kind, optimizer, STEP, OPTIMIZER, "--optimizer")                         \
+    X(p, clcnn_schedule_kind, schedule, STEP, SCHEDULE, "--schedule")                             \
+    X(p, long, epochs, STEP, INT, "--epochs")                                                     \
+    X(p, long, batch_size, STEP, INT, "--batch-size")                                             \
+    X(p, long, log_every, STEP, INT, "--log-every") /* a log point checks the loss for NaN */     \
+    X(p, long, max_steps, STEP, INT, "--max-steps")                                               \
+    X(p, double, lr, STEP, REAL, "--lr")                                                          \
+    X(p, double, momentum, STEP, REAL, "--momentum")                                              \
+    X(p, double, weight_decay, STEP, REAL, "--weight-decay")                                      \
+    X(p, double, beta1, STEP, REAL, "--betas B1")                                                 \
+    X(p, double, beta2, STEP, REAL, "--betas B2")                                                 \
+    X(p, double, eps, STEP, REAL, "--eps")                                                        \
+    X(p, double, label_smoothing, STEP, REAL, "--label-smoothing")                                \
+    X(p, double, pct_start, STEP, REAL, "--pct-start")                                            \
+    X(p, int, nesterov, STEP, INT, "--nesterov")                                                  \
+    X(p, int, no_shuffle, STEP, INT, "--no-shuffle")                                              \
+    X(p, int, eval_only, STEP, INT, "--eval-only")                                                \
+    X(p, int, no_tensorboard, LOCAL, NONE, "rank 0 alone writes")                                 \
+    X(p, int, plan, STEP, INT, "--plan")                                                          \
+    X(p, int, no_recipe, LOCAL, NONE, "the settings it leaves or takes are compared")             \
+    X(p, int, random_crop, STEP, INT, "--random-crop")                                            \
+    X(p, int, hflip, STEP, INT, "--hflip")                                                        \
+    X(p, int, no_decay_bn_bias, STEP, INT, "--no-decay-bn-bias")                                  \
+    X(p, uint64_t, seed, STEP, INT, "--seed")                                                     \
+    /* the schedule's length: epochs * batches per epoch */                                        \
+    X(p, int64_t, total_steps, DERIVED, NONE, "the checkpoint info's and the loop's total_steps")  \
+    /* the --model preset's recipe in force, or NULL, and its values that apply, as options */    \
+    X(p, const struct recipe *, recipe, LOCAL, NONE, "the settings it gives are compared")        \
+    X(p, recipe_text, recipe_used, LOCAL, NONE, "printed only")
+/* clang-format on */
+
+/* A field of a list above, declared. */
+#define DECLARE_FIELD(p, type, field, rule, kind, text) type field;
+
 typedef struct cli_options {
-    int platform, device;
-    int list_devices, version, help;
-    const char *data, *dataset, *model, *logdir, *save_dir, *metrics, *init, *resume;
-    const char *normalize, *devices;
-    int model_given, seed_given, lr_given, optimizer_given, momentum_given, wd_given;
-    int betas_given, eps_given, batch_given, epochs_given, schedule_given, pct_given;
-    int smoothing_given, crop_given, hflip_given, no_decay_given, nesterov_given;
-    long epochs, batch_size, log_every, max_steps;
-    double lr, momentum, weight_decay, beta1, beta2, eps, label_smoothing, pct_start;
-    int nesterov, no_shuffle, eval_only, no_tensorboard, plan, no_recipe;
-    int random_crop, hflip, no_decay_bn_bias;
-    clcnn_optimizer_kind optimizer;
-    clcnn_schedule_kind schedule;
-    uint64_t seed;
-    int64_t total_steps;         /* the schedule's length: epochs * batches per epoch */
-    const struct recipe *recipe; /* the --model preset's recipe in force, or NULL */
-    char recipe_used[512];       /* the recipe's values that apply, as options */
+    CLI_OPTIONS(DECLARE_FIELD, 0)
 } cli_options;
 
 /* Preset recipes: the defaults a --model preset brings for the options the command line leaves
@@ -786,9 +858,22 @@ static int resume_conflicts(const cli_options *o, const clcnn_optimizer_options 
     return -1;
 }
 
+/* How a failure of this process ends an MPI run of several processes. */
+typedef enum run_end {
+    /* This process alone knows of it, and the others may be waiting for it in a collective
+     * call: it takes every rank down (MPI_Abort). What a failure is unless it says otherwise. */
+    END_ALONE,
+    /* Every rank met the same failure at the same point, none waits in a collective call (a
+     * settings mismatch, a NaN loss): each exits through MPI_Finalize with the same status. */
+    END_TOGETHER,
+    /* A collective call said another rank failed: that rank says why and ends the run; this
+     * one leaves through MPI_Finalize without a word. */
+    END_PEER,
+} run_end;
+
 typedef struct run_state {
     const cli_options *o;
-    const cli_dist *dist;
+    cli_dist *dist;
     /* The replica 0 of this process: its context, model and data sets (the only ones without
      * data parallelism). */
     clcnn_context *ctx;
@@ -802,7 +887,7 @@ typedef struct run_state {
     clcnn_model *models[MAX_REPLICAS];
     clcnn_dataset *trains[MAX_REPLICAS], *tests[MAX_REPLICAS];
     clcnn_replicas *group;
-    int collective; /* the failure was seen by every process alike: end without MPI_Abort */
+    run_end end; /* how the failure that ended the run ends it under MPI (failed()) */
     clcnn_summary_writer *tb;
     FILE *metrics;
     int tty;
@@ -814,6 +899,16 @@ typedef struct run_state {
     int64_t last_step; /* and at which step */
     int failed;        /* a callback could not write its output; it has said why */
 } run_state;
+
+/* Returns -1 for a failure of the run, recording how it ends an MPI run: set where each
+ * failure happens, never left over from an earlier step. */
+static int failed(run_state *r, run_end end) {
+    r->end = end;
+    return -1;
+}
+
+/* The message of a failure CLCNN_TEST_FAIL_AT injected (cli_dist_fail_here). */
+static const char injected[] = "injected by CLCNN_TEST_FAIL_AT";
 
 /* Appends one JSON Lines record, whole or not at all: the line goes out in one write(2) to
  * the O_APPEND descriptor (resumed after a short write), and when the disk fills part-way the
@@ -873,15 +968,17 @@ static int evaluate(run_state *r, int64_t epoch, int64_t step) {
     double loss = 0;
     int correct = 0, n = clcnn_dataset_size(r->test), bs = (int)r->o->batch_size;
     if (r->group) {
+        if (cli_dist_fail_here(r->dist, "eval")) cli_dist_fail_next_call(r->dist);
         clcnn_status st = clcnn_replicas_evaluate(r->group, r->tests, bs, &loss, &correct);
-        r->collective = st != CLCNN_ERR_COMM; /* else every process sees the same outcome */
+        if (st == CLCNN_ERR_PEER) return failed(r, END_PEER);
         if (st) {
-            if (st != CLCNN_ERR_PEER) say("evaluation failed: %s", clcnn_replicas_errmsg(r->group));
-            return -1;
+            say("evaluation failed: %s%s%s", clcnn_replicas_errmsg(r->group),
+                r->dist->error[0] ? ": " : "", r->dist->error);
+            return failed(r, END_ALONE);
         }
     } else if (clcnn_model_evaluate(r->model, r->test, bs, &loss, &correct)) {
         say("evaluation failed: %s", clcnn_model_errmsg(r->model));
-        return -1;
+        return failed(r, END_ALONE);
     }
     double acc = (double)correct / n;
     if (!isfinite(loss)) {
@@ -894,19 +991,23 @@ static int evaluate(run_state *r, int64_t epoch, int64_t step) {
             say("the test loss is %s after epoch %" PRId64 " (step %" PRId64
                 "); stopping. Lower --lr? The last checkpoint in %s is intact.",
                 isnan(loss) ? "NaN" : "infinite", epoch, step, r->o->save_dir);
-        return -1;
+        return failed(r, END_TOGETHER);
     }
     printf("epoch %" PRId64 ": test loss %.4f, test accuracy %.4f (%d/%d)\n", epoch, loss, acc,
            correct, n);
     fflush(stdout);
+    /* This rank's own output (rank 0's): a failure here is its alone. */
+    if (cli_dist_fail_here(r->dist, "metrics")) {
+        say("writing the evaluation's records failed: %s", injected);
+        return failed(r, END_ALONE);
+    }
     if (metrics_line(r,
                      "{\"type\":\"eval\",\"epoch\":%" PRId64 ",\"step\":%" PRId64
                      ",\"test_loss\":%.9g,\"test_accuracy\":%.9g}\n",
-                     epoch, step, loss, acc))
-        return -1;
-    if (tb_scalar(r, "test_loss", (float)loss, epoch) ||
+                     epoch, step, loss, acc) ||
+        tb_scalar(r, "test_loss", (float)loss, epoch) ||
         tb_scalar(r, "test_accuracy", (float)acc, epoch))
-        return -1;
+        return failed(r, END_ALONE);
     return 0;
 }
 
@@ -925,9 +1026,13 @@ static int save(run_state *r, const clcnn_checkpoint_info_v2 *info, int64_t epoc
     char path[4200];
     if (r->dist->rank != 0) return 0; /* rank 0 writes for all */
     snprintf(path, sizeof path, "%s/epoch_%" PRId64 ".safetensors", r->o->save_dir, epoch_label);
+    if (cli_dist_fail_here(r->dist, "save")) {
+        say("saving failed: %s", injected);
+        return failed(r, END_ALONE);
+    }
     if (clcnn_model_save_checkpoint_v2(r->model, path, info)) {
         say("saving failed: %s", clcnn_model_errmsg(r->model));
-        return -1;
+        return failed(r, END_ALONE);
     }
     printf("saved %s\n", path);
     fflush(stdout);
@@ -950,6 +1055,11 @@ static int on_progress(void *user, int64_t batch, int64_t batches, float loss) {
         char num[40];
         clcnn_optimizer_options opt;
         clcnn_model_get_optimizer(r->model, &opt); /* its lr: the one this step took */
+        if (cli_dist_fail_here(r->dist, "log")) {
+            say("writing the log point's records failed: %s", injected);
+            r->failed = 1;
+            return 1;
+        }
         if (metrics_line(r,
                          "{\"type\":\"train\",\"epoch\":%" PRId64 ",\"step\":%" PRId64
                          ",\"loss\":%.9g,\"lr\":%.9g,\"elapsed_s\":%.6f,\"images_per_s\":%s}\n",
@@ -993,21 +1103,34 @@ static void epoch_failed(run_state *r, clcnn_status st, int64_t step) {
         say_after(lead, "step %" PRId64 " failed: %s", step + 1, clcnn_model_errmsg(r->model));
 }
 
+/* What the library's loop trains the first epoch with, the run starting where info says (the
+ * loop moves epoch, start_batch and global_step on). */
+static void train_options(run_state *r, const clcnn_checkpoint_info_v2 *info,
+                          clcnn_train_options *t) {
+    const cli_options *o = r->o;
+    int n = r->train ? clcnn_dataset_size(r->train) : 0, bs = (int)o->batch_size;
+    int64_t nb = (n + bs - 1) / bs;
+    clcnn_train_options_defaults(t);
+    t->batch_size = bs;
+    t->seed = info->seed;
+    t->shuffle = !o->no_shuffle;
+    t->every = r->tty ? 1 : o->log_every;
+    t->progress = on_progress, t->user = r;
+    if (o->max_steps) t->hook = on_batch, t->hook_user = r;
+    t->schedule = o->schedule, t->lr = o->lr, t->total_steps = o->total_steps;
+    t->pct_start = o->pct_start;
+    t->random_crop = o->random_crop, t->hflip = o->hflip;
+    t->epoch = info->epoch;
+    t->start_batch = info->batch_in_epoch < nb ? info->batch_in_epoch : nb;
+    t->global_step = info->step;
+}
+
 static int train(run_state *r, clcnn_checkpoint_info_v2 info) {
     const cli_options *o = r->o;
     int n = clcnn_dataset_size(r->train), bs = (int)o->batch_size;
     int64_t nb = (n + bs - 1) / bs;
     clcnn_train_options t;
-    clcnn_train_options_defaults(&t);
-    t.batch_size = bs;
-    t.seed = info.seed;
-    t.shuffle = !o->no_shuffle;
-    t.every = r->tty ? 1 : o->log_every;
-    t.progress = on_progress, t.user = r;
-    if (o->max_steps) t.hook = on_batch, t.hook_user = r;
-    t.schedule = o->schedule, t.lr = o->lr, t.total_steps = o->total_steps;
-    t.pct_start = o->pct_start;
-    t.random_crop = o->random_crop, t.hflip = o->hflip;
+    train_options(r, &info, &t);
     r->t_last = now();
     r->last_step = info.step;
     r->t_start = now();
@@ -1018,15 +1141,21 @@ static int train(run_state *r, clcnn_checkpoint_info_v2 info) {
         t.global_step = r->step0 = info.step;
         info.batch_in_epoch = 0;
         if (!r->tty) printf("----- epoch %" PRId64 "/%ld -----\n", e + 1, o->epochs);
+        if (r->group && cli_dist_fail_here(r->dist, "step")) cli_dist_fail_next_call(r->dist);
         clcnn_status st = r->group ? clcnn_replicas_train_epoch(r->group, r->trains, &t, &done)
                                    : clcnn_model_train_epoch_v2(r->model, r->train, &t, &done);
         info.step += done - t.start_batch;
-        if (r->failed) return -1;
+        /* This rank's callback stopped its loop: the others go on to the next step. */
+        if (r->failed) return failed(r, END_ALONE);
         if (st) {
-            /* Every process stops at the same step, except when the transport itself failed. */
-            r->collective = r->group != NULL && st != CLCNN_ERR_COMM;
             epoch_failed(r, st, info.step);
-            return -1;
+            /* A NaN loss is the global loss, seen at the same step by every rank; a failed
+             * step is reported by the step's exchange to the others (CLCNN_ERR_PEER there).
+             * Anything else (the transport itself, a failure before or after the step's
+             * exchange) may leave the others waiting. */
+            return failed(r, st == CLCNN_ERR_NUMERIC ? END_TOGETHER
+                             : st == CLCNN_ERR_PEER  ? END_PEER
+                                                     : END_ALONE);
         }
         if (r->tty) printf("\n");
         if (o->max_steps && info.step >= o->max_steps) {
@@ -1511,58 +1640,145 @@ static int pick_devices(run_state *r, clcnn_devices *devs, const cli_options *o)
     return 0;
 }
 
+/* The fields of the library's structs a step is made from, as CLI_OPTIONS lists its own:
+ * the optimizer in force (a resumed checkpoint's), the checkpoint info the run starts from and
+ * the options the training loop is given (train_options). Each list is checked against its
+ * struct below: a field added to the struct without a line here fails to compile, unless it
+ * fits in the struct's tail padding (a published struct does not change: a new field comes
+ * as a _v2 struct, which these lists must then name). */
+/* clang-format off */
+#define OPTIMIZER_FIELDS(X, p)                                                                     \
+    X(p, clcnn_optimizer_kind, kind, STEP, OPTIMIZER, "--optimizer")                              \
+    X(p, double, lr, STEP, REAL, "the optimizer's lr")                                            \
+    X(p, double, momentum, STEP, REAL, "--momentum")                                              \
+    X(p, double, dampening, STEP, REAL, "the optimizer's dampening")                              \
+    X(p, int, nesterov, STEP, INT, "--nesterov")                                                  \
+    X(p, double, weight_decay, STEP, REAL, "--weight-decay")                                      \
+    X(p, double, beta1, STEP, REAL, "--betas B1")                                                 \
+    X(p, double, beta2, STEP, REAL, "--betas B2")                                                 \
+    X(p, double, eps, STEP, REAL, "--eps")                                                        \
+    X(p, int, no_decay_bn_bias, STEP, INT, "--no-decay-bn-bias")
+
+#define CHECKPOINT_FIELDS(X, p)                                                                    \
+    X(p, int64_t, epoch, STEP, INT, "the starting epoch")                                         \
+    X(p, int64_t, step, STEP, INT, "the starting step")                                           \
+    X(p, int64_t, batch_in_epoch, STEP, INT, "the starting batch")                                \
+    X(p, uint64_t, seed, STEP, INT, "--seed")                                                     \
+    X(p, int64_t, batch_size, STEP, INT, "--batch-size")                                          \
+    X(p, clcnn_schedule_kind, schedule, STEP, SCHEDULE, "--schedule")                             \
+    X(p, double, schedule_lr, STEP, REAL, "--lr")                                                 \
+    X(p, int64_t, total_steps, STEP, INT, "the schedule's length")                                \
+    X(p, double, pct_start, STEP, REAL, "--pct-start")                                            \
+    X(p, double, label_smoothing, STEP, REAL, "--label-smoothing")                                \
+    X(p, int, random_crop, STEP, INT, "--random-crop")                                            \
+    X(p, int, hflip, STEP, INT, "--hflip")                                                        \
+    X(p, normalize_text, normalize, STEP, TEXT, "--normalize")
+
+#define TRAIN_FIELDS(X, p)                                                                         \
+    X(p, int, batch_size, STEP, INT, "--batch-size")                                              \
+    X(p, int, shuffle, STEP, INT, "--no-shuffle")                                                 \
+    X(p, int, drop_last, STEP, INT, "the loop's drop_last")                                       \
+    X(p, uint64_t, seed, STEP, INT, "--seed")                                                     \
+    X(p, int64_t, epoch, STEP, INT, "the starting epoch")                                         \
+    X(p, int64_t, start_batch, STEP, INT, "the starting batch")                                   \
+    X(p, int64_t, global_step, STEP, INT, "the starting step")                                    \
+    X(p, int64_t, every, STEP, INT, "--log-every")                                                \
+    X(p, clcnn_progress_fn, progress, LOCAL, NONE, "this process's callback")                     \
+    X(p, void *, user, LOCAL, NONE, "this process's callback")                                    \
+    X(p, clcnn_batch_hook, hook, LOCAL, NONE, "set by --max-steps, which is compared")            \
+    X(p, void *, hook_user, LOCAL, NONE, "this process's callback")                               \
+    X(p, clcnn_schedule_kind, schedule, STEP, SCHEDULE, "--schedule")                             \
+    X(p, double, lr, STEP, REAL, "--lr")                                                          \
+    X(p, int64_t, total_steps, STEP, INT, "the schedule's length")                                \
+    X(p, double, pct_start, STEP, REAL, "--pct-start")                                            \
+    X(p, int, random_crop, STEP, INT, "--random-crop")                                            \
+    X(p, int, hflip, STEP, INT, "--hflip")
+/* clang-format on */
+
+/* Each list declares a mirror of its struct; the mirror must have the struct's size and every
+ * field the struct's offset and size. */
+struct optimizer_mirror {
+    OPTIMIZER_FIELDS(DECLARE_FIELD, 0)
+};
+struct checkpoint_mirror {
+    CHECKPOINT_FIELDS(DECLARE_FIELD, 0)
+};
+struct train_mirror {
+    TRAIN_FIELDS(DECLARE_FIELD, 0)
+};
+#define SAME_FIELD(mirror, type, field, rule, kind, text)                                          \
+    _Static_assert(offsetof(struct mirror##_mirror, field) == offsetof(mirror##_struct, field) &&  \
+                       sizeof(((mirror##_struct *)0)->field) == sizeof(type),                      \
+                   #mirror "." #field " is not where its list says");
+typedef clcnn_optimizer_options optimizer_struct;
+typedef clcnn_checkpoint_info_v2 checkpoint_struct;
+typedef clcnn_train_options train_struct;
+OPTIMIZER_FIELDS(SAME_FIELD, optimizer)
+CHECKPOINT_FIELDS(SAME_FIELD, checkpoint)
+TRAIN_FIELDS(SAME_FIELD, train)
+_Static_assert(sizeof(struct optimizer_mirror) == sizeof(clcnn_optimizer_options),
+               "clcnn_optimizer_options has a field OPTIMIZER_FIELDS lacks");
+_Static_assert(sizeof(struct checkpoint_mirror) == sizeof(clcnn_checkpoint_info_v2),
+               "clcnn_checkpoint_info_v2 has a field CHECKPOINT_FIELDS lacks");
+_Static_assert(sizeof(struct train_mirror) == sizeof(clcnn_train_options),
+               "clcnn_train_options has a field TRAIN_FIELDS lacks");
+
+/* A field of a list above as a cli_setting (STEP), or nothing (DERIVED, LOCAL); p points to the
+ * struct. */
+#define AS_SETTING(p, type, field, rule, kind, label) SETTING_##rule(kind, label, (p)->field)
+#define SETTING_LOCAL(kind, label, value)
+#define SETTING_DERIVED(kind, label, value)
+#define SETTING_STEP(kind, label, value) SETTING_##kind(label, value),
+#define SETTING_INT(label, value)                                                                  \
+    { .name = label, .kind = CLI_VALUE_INT, .i = (int64_t)(value) }
+#define SETTING_REAL(label, value)                                                                 \
+    { .name = label, .kind = CLI_VALUE_REAL, .x = (value) }
+#define SETTING_TEXT(label, value)                                                                 \
+    { .name = label, .kind = CLI_VALUE_TEXT, .text = (value) }
+#define SETTING_OPTIMIZER(label, value) SETTING_TEXT(label, optimizer_words[value])
+#define SETTING_SCHEDULE(label, value) SETTING_TEXT(label, clcnn_schedule_name(value))
+
 /* Every process must train the same thing from the same place: checked before the first
- * step, so a mismatched launch ends with one line instead of diverging. */
+ * step, so a mismatched launch ends with one line instead of diverging. Compared: every STEP
+ * field of the options as the run resolved them, of the optimizer in force, of where the run
+ * starts and of what the training loop is given, and what the data set holds. */
 static int agree_settings(run_state *r, const cli_options *o, const clcnn_checkpoint_info_v2 *ck) {
-    static const char *const names[] = {
-        "the model",       "--batch-size",      "--epochs",           "--max-steps",
-        "--seed",          "--no-shuffle",      "training images",    "test images",
-        "--data's format", "the starting step", "the starting epoch", "--lr",
-        "--schedule",      "--label-smoothing", "--random-crop",      "--hflip",
-        "--normalize",     "--eval-only",       "--log-every"};
-    int64_t v[sizeof names / sizeof names[0]], lr, ls;
-    memcpy(&lr, &o->lr, sizeof lr);
-    memcpy(&ls, &o->label_smoothing, sizeof ls);
-    int64_t vals[] = {cli_dist_hash(clcnn_model_spec(r->model)),
-                      o->batch_size,
-                      o->epochs,
-                      o->max_steps,
-                      (int64_t)ck->seed,
-                      o->no_shuffle,
-                      r->train ? clcnn_dataset_size(r->train) : -1,
-                      clcnn_dataset_size(r->test),
-                      clcnn_dataset_format_of(r->test),
-                      ck->step,
-                      ck->epoch,
-                      lr,
-                      o->schedule,
-                      ls,
-                      o->random_crop,
-                      o->hflip,
-                      cli_dist_hash(o->normalize ? o->normalize : ""),
-                      o->eval_only,
-                      o->log_every};
-    char msg[512];
-    memcpy(v, vals, sizeof v);
-    if (cli_dist_agree((cli_dist *)r->dist, names, v, (int)(sizeof v / sizeof v[0]), msg,
-                       sizeof msg) == 0)
-        return 0;
-    r->collective = 1;
-    /* Hashes and bit patterns say nothing to a reader: only which ranks differ. */
-    static const char *const opaque[] = {"the model", "--lr", "--label-smoothing", "--normalize"};
-    for (size_t i = 0; i < sizeof opaque / sizeof opaque[0]; i++) {
-        char lead[64];
-        snprintf(lead, sizeof lead, "ranks disagree on %s: ", opaque[i]);
-        char *rank_k = strstr(msg, ", rank ");
-        if (strncmp(msg, lead, strlen(lead)) == 0 && rank_k) {
-            char other[32] = "";
-            sscanf(rank_k + 7, "%31[0-9]", other);
-            snprintf(msg + strlen(lead), sizeof msg - strlen(lead), "rank 0 and rank %s differ",
-                     other);
-        }
-    }
-    if (r->dist->rank == 0) say("%s", msg);
-    return -1;
+    cli_options res = *o;
+    clcnn_optimizer_options opt;
+    clcnn_train_options t;
+    int c = 0, h = 0, w = 0;
+    char shape[64], msg[1024];
+    const char *format = clcnn_dataset_format_name(clcnn_dataset_format_of(r->test));
+    clcnn_model_get_optimizer(r->model, &opt);
+    /* What the command line left to the model, the optimizer and a resumed checkpoint. */
+    res.model = clcnn_model_spec(r->model);
+    res.optimizer = opt.kind, res.momentum = opt.momentum, res.nesterov = opt.nesterov;
+    res.weight_decay = opt.weight_decay, res.beta1 = opt.beta1, res.beta2 = opt.beta2;
+    res.eps = opt.eps, res.no_decay_bn_bias = opt.no_decay_bn_bias;
+    res.seed = ck->seed;
+    train_options(r, ck, &t);
+    clcnn_dataset_shape(r->test, &c, &h, &w);
+    snprintf(shape, sizeof shape, "%dx%dx%d", c, h, w);
+    /* clang-format off */
+    const cli_setting s[] = {
+        CLI_OPTIONS(AS_SETTING, &res)
+        /* what the data set holds, before what is derived from it (the schedule's length) */
+        SETTING_INT("training images", r->train ? clcnn_dataset_size(r->train) : -1),
+        SETTING_INT("test images", clcnn_dataset_size(r->test)),
+        SETTING_TEXT("--data's format", format),
+        SETTING_TEXT("the images' shape", shape),
+        OPTIMIZER_FIELDS(AS_SETTING, &opt)
+        CHECKPOINT_FIELDS(AS_SETTING, ck)
+        TRAIN_FIELDS(AS_SETTING, &t)
+    };
+    /* clang-format on */
+    if (cli_dist_fail_here(r->dist, "agree")) cli_dist_fail_next_call(r->dist);
+    int verdict = cli_dist_agree(r->dist, s, (int)(sizeof s / sizeof s[0]), msg, sizeof msg);
+    if (verdict == 0) return 0;
+    /* A disagreement is the same line on every rank: rank 0 says it. A failed comparison is
+     * this rank's alone, and the others may wait in it. */
+    if (verdict < 0 || r->dist->rank == 0) say("%s", msg);
+    return failed(r, verdict > 0 ? END_TOGETHER : END_ALONE);
 }
 
 /* The other replicas' models (replica 0's spec and seed), then the group: it gives every
@@ -1580,9 +1796,11 @@ static int make_group(run_state *r, const cli_options *o, const clcnn_checkpoint
             return -1;
         }
     const clcnn_comm *comm = r->dist->size > 1 ? &r->dist->comm : NULL;
+    if (comm && cli_dist_fail_here(r->dist, "group")) cli_dist_fail_next_call(r->dist);
     if (clcnn_replicas_create(&r->group, r->models, r->n_rep, comm)) {
-        say("%s", clcnn_replicas_errmsg(r->group));
-        return -1;
+        say("%s%s%s", clcnn_replicas_errmsg(r->group), r->dist->error[0] ? ": " : "",
+            r->dist->error);
+        return failed(r, END_ALONE);
     }
     int total = clcnn_replicas_global_count(r->group), bs = (int)o->batch_size;
     printf("data-parallel: %d replicas (%d process%s, %d device%s here), global batch %d, "
@@ -1759,8 +1977,9 @@ done:
         say("closing %s failed: %s", o.metrics, strerror(errno));
         rc = 1;
     }
-    /* A failure only this process saw takes the others down; one they all saw ends each. */
-    if (rc && dist.size > 1 && !r.collective) {
+    /* A failure only this process saw takes the others down; one they all saw, or another
+     * rank's, ends each through MPI_Finalize (no launcher's banner for an abort). */
+    if (rc && dist.size > 1 && r.end == END_ALONE) {
         fflush(stdout);
         cli_dist_abort(&dist, rc);
     }

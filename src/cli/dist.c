@@ -59,8 +59,21 @@ static long launcher_size(const char **who, long *rank) {
     return n;
 }
 
+/* CLCNN_TEST_FAIL_AT=PHASE:RANK[:N] into d (cli_dist_fail_here); a value of another form is
+ * ignored, as an unset variable. */
+static void read_fail_at(cli_dist *d) {
+    const char *v = getenv("CLCNN_TEST_FAIL_AT");
+    char phase[sizeof d->fail_phase];
+    int rank = -1, n = 1, used = 0;
+    if (!v || sscanf(v, "%31[a-z]:%d%n", phase, &rank, &used) != 2 || rank < 0) return;
+    if (v[used] == ':' && (sscanf(v + used + 1, "%d", &n) != 1 || n < 1)) return;
+    snprintf(d->fail_phase, sizeof d->fail_phase, "%s", phase);
+    d->fail_rank = rank, d->fail_n = n;
+}
+
 static void init_solo(cli_dist *d) {
     memset(d, 0, sizeof *d);
+    read_fail_at(d);
     d->size = d->local_size = 1;
     d->comm.rank = 0;
     d->comm.size = 1;
@@ -70,12 +83,25 @@ static void init_solo(cli_dist *d) {
     d->comm.broadcast = solo_broadcast;
 }
 
+/* Two's complement without implementation-defined conversion. */
+static int64_t as_int64(uint64_t h) {
+    return h <= INT64_MAX ? (int64_t)h : -(int64_t)(~h) - 1;
+}
+
 int64_t cli_dist_hash(const char *s) {
     uint64_t h = 0xcbf29ce484222325u;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
         h = (h ^ *p) * 0x100000001b3u;
-    /* Two's complement without implementation-defined conversion. */
-    return h <= INT64_MAX ? (int64_t)h : -(int64_t)(~h) - 1;
+    return as_int64(h);
+}
+
+int cli_dist_fail_here(cli_dist *d, const char *phase) {
+    if (!d->fail_phase[0] || d->rank != d->fail_rank || strcmp(phase, d->fail_phase) != 0) return 0;
+    return ++d->fail_seen == d->fail_n;
+}
+
+void cli_dist_fail_next_call(cli_dist *d) {
+    d->fail_next = 1;
 }
 
 #ifdef CLCNN_HAVE_MPI
@@ -89,13 +115,34 @@ static int mpi_failed(cli_dist *d, const char *call, int rc) {
     return -1;
 }
 
+/* An injected failure (cli_dist_fail_next_call) in place of the MPI call `call`: 1 and
+ * d->error says so, once; else 0. */
+static int injected(cli_dist *d, const char *call) {
+    if (!d->fail_next) return 0;
+    d->fail_next = 0;
+    snprintf(d->error, sizeof d->error, "%s failed: injected by CLCNN_TEST_FAIL_AT", call);
+    return 1;
+}
+
+/* MPI_Bcast and MPI_Allreduce on MPI_COMM_WORLD: 0, or -1 with d->error. */
+static int bcast(cli_dist *d, void *buf, int count, MPI_Datatype type, int root) {
+    if (injected(d, "MPI_Bcast")) return -1;
+    int rc = MPI_Bcast(buf, count, type, root, MPI_COMM_WORLD);
+    return rc == MPI_SUCCESS ? 0 : mpi_failed(d, "MPI_Bcast", rc);
+}
+
+static int allreduce(cli_dist *d, const void *in, void *out, int count, MPI_Datatype type,
+                     MPI_Op op) {
+    if (injected(d, "MPI_Allreduce")) return -1;
+    int rc = MPI_Allreduce(in, out, count, type, op, MPI_COMM_WORLD);
+    return rc == MPI_SUCCESS ? 0 : mpi_failed(d, "MPI_Allreduce", rc);
+}
+
 /* MPI counts are int: larger buffers go in chunks of at most INT_MAX elements. */
 static int allreduce_sum(cli_dist *d, void *buf, size_t n, MPI_Datatype type, size_t elsize) {
     for (size_t off = 0; off < n; off += INT_MAX) {
         int count = (int)(n - off < INT_MAX ? n - off : INT_MAX);
-        int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * elsize, count, type, MPI_SUM,
-                               MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS) return mpi_failed(d, "MPI_Allreduce", rc);
+        if (allreduce(d, MPI_IN_PLACE, (char *)buf + off * elsize, count, type, MPI_SUM)) return -1;
     }
     return 0;
 }
@@ -116,8 +163,7 @@ static int mpi_broadcast(void *user, void *buf, size_t bytes, int root) {
     }
     for (size_t off = 0; off < bytes; off += INT_MAX) {
         int count = (int)(bytes - off < INT_MAX ? bytes - off : INT_MAX);
-        int rc = MPI_Bcast((char *)buf + off, count, MPI_BYTE, root, MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS) return mpi_failed(d, "MPI_Bcast", rc);
+        if (bcast(d, (char *)buf + off, count, MPI_BYTE, root)) return -1;
     }
     return 0;
 }
@@ -198,7 +244,10 @@ void cli_dist_finalize(cli_dist *d) {
  * read past end of buffer" line instead). `mpirun --quiet` drops it. Setting orte_execute_quiet
  * in the rank before MPI_Init would drop it too, but also every other Open MPI message of the
  * rank, down to why MPI_Init failed (the rank then exits 1 without a word), so it is left as
- * it is; MPI_T cannot change that variable after MPI_Init. */
+ * it is; MPI_T cannot change that variable after MPI_Init. A failure every rank met alike (a
+ * settings mismatch, a NaN loss) therefore ends each rank through MPI_Finalize instead: no
+ * banner, though mpirun still notes the non-zero exit status (mpirun, not a rank, prints that
+ * note; `mpirun --quiet` drops it too). */
 _Noreturn void cli_dist_abort(cli_dist *d, int code) {
     fflush(stdout);
     fflush(stderr);
@@ -209,84 +258,136 @@ _Noreturn void cli_dist_abort(cli_dist *d, int code) {
 int cli_dist_all_ok(cli_dist *d, int ok) {
     int mine = ok != 0, all = 0;
     if (!d->active) return mine;
-    int rc = MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) {
-        mpi_failed(d, "MPI_Allreduce", rc);
-        return 0;
-    }
-    return all;
+    return allreduce(d, &mine, &all, 1, MPI_INT, MPI_MIN) == 0 && all;
 }
 
-/* The lowest rank whose head (a value count and a hash of the names) differs from rank 0's, or
- * 0 when none does (rank 0 cannot differ from itself); zero receives rank 0's head and theirs
- * that rank's. -1 when an MPI call failed (d->error). */
+/* The value of a setting the ranks compare: the integer, the bits of the number (those of 0
+ * for -0: the same arithmetic), or the hash of the text. */
+static int64_t setting_key(const cli_setting *s) {
+    double x = s->x == 0 ? 0.0 : s->x;
+    uint64_t bits;
+    switch (s->kind) {
+    case CLI_VALUE_INT: return s->i;
+    case CLI_VALUE_REAL: memcpy(&bits, &x, sizeof bits); return as_int64(bits);
+    case CLI_VALUE_TEXT: break;
+    }
+    return cli_dist_hash(s->text ? s->text : "");
+}
+
+/* The most of a text value a disagreement shows, and the room a shown value takes. */
+#define SHOWN_TEXT 200
+#define SHOWN_SIZE (SHOWN_TEXT + 8)
+
+/* A text value as a message shows it: at most SHOWN_TEXT bytes, "..." where cut, and "(none)"
+ * for "". */
+static void show_text(char out[SHOWN_SIZE], const char *text) {
+    size_t n = text ? strlen(text) : 0;
+    if (n == 0)
+        snprintf(out, SHOWN_SIZE, "(none)");
+    else
+        snprintf(out, SHOWN_SIZE, "%.*s%s", SHOWN_TEXT, text, n > SHOWN_TEXT ? "..." : "");
+}
+
+/* A compared integer or number as a message shows it: a number as the shortest text that
+ * reads back as exactly it ("0.9", not "0.90000000000000002" or its bits). */
+static void show_key(char out[SHOWN_SIZE], cli_value_kind kind, int64_t key) {
+    double x;
+    if (kind != CLI_VALUE_REAL) {
+        snprintf(out, SHOWN_SIZE, "%" PRId64, key);
+        return;
+    }
+    memcpy(&x, &key, sizeof x);
+    snprintf(out, SHOWN_SIZE, "%.15g", x);
+    if (strtod(out, NULL) != x) snprintf(out, SHOWN_SIZE, "%.17g", x);
+}
+
+/* The lowest rank whose head (a setting count and a hash of the names and kinds) differs from
+ * rank 0's, or 0 when none does (rank 0 cannot differ from itself); zero receives rank 0's
+ * head and theirs that rank's. -1 when an MPI call failed (d->error). */
 static int first_differing_head(cli_dist *d, const int64_t head[2], int64_t zero[2],
                                 int64_t theirs[2]) {
     memcpy(zero, head, 2 * sizeof *head);
-    int rc = MPI_Bcast(zero, 2, MPI_INT64_T, 0, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) return mpi_failed(d, "MPI_Bcast", rc);
+    if (bcast(d, zero, 2, MPI_INT64_T, 0)) return -1;
     int mine = zero[0] != head[0] || zero[1] != head[1] ? d->rank : INT_MAX, lowest = 0;
-    rc = MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) return mpi_failed(d, "MPI_Allreduce", rc);
+    if (allreduce(d, &mine, &lowest, 1, MPI_INT, MPI_MIN)) return -1;
     if (lowest == INT_MAX) return 0;
     memcpy(theirs, head, 2 * sizeof *head);
-    rc = MPI_Bcast(theirs, 2, MPI_INT64_T, lowest, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) return mpi_failed(d, "MPI_Bcast", rc);
+    if (bcast(d, theirs, 2, MPI_INT64_T, lowest)) return -1;
     return lowest;
 }
 
-/* The first value index where some rank differs from rank 0 (n when none) and the lowest rank
+/* The first setting where some rank differs from rank 0 (n when none) and the lowest rank
  * that differs there, over every rank (MPI_MINLOC); -1 when an MPI call failed. */
-static int first_name_differing(cli_dist *d, const int64_t *values, int n, int where[2]) {
+static int first_setting_differing(cli_dist *d, const int64_t *keys, int n, int where[2]) {
     enum { CHUNK = 64 };
     int mine[2] = {n, d->rank};
     for (int start = 0; start < n; start += CHUNK) {
         int count = n - start < CHUNK ? n - start : CHUNK;
         int64_t zero[CHUNK];
-        memcpy(zero, values + start, (size_t)count * sizeof *values);
-        int rc = MPI_Bcast(zero, count, MPI_INT64_T, 0, MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS) return mpi_failed(d, "MPI_Bcast", rc);
+        memcpy(zero, keys + start, (size_t)count * sizeof *keys);
+        if (bcast(d, zero, count, MPI_INT64_T, 0)) return -1;
         for (int i = 0; i < count && mine[0] == n; i++)
-            if (zero[i] != values[start + i]) mine[0] = start + i;
+            if (zero[i] != keys[start + i]) mine[0] = start + i;
     }
-    int rc = MPI_Allreduce(mine, where, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
-    return rc == MPI_SUCCESS ? 0 : mpi_failed(d, "MPI_Allreduce", rc);
+    return allreduce(d, mine, where, 1, MPI_2INT, MPI_MINLOC);
 }
 
-int cli_dist_agree(cli_dist *d, const char *const *names, const int64_t *values, int n, char *msg,
-                   size_t size) {
+/* Rank 0's and rank `other`'s value of setting s, as a message shows them, on every rank. */
+static int show_both(cli_dist *d, const cli_setting *s, int other, char zero[SHOWN_SIZE],
+                     char theirs[SHOWN_SIZE]) {
+    if (s->kind == CLI_VALUE_TEXT) {
+        show_text(zero, s->text);
+        show_text(theirs, s->text);
+        return bcast(d, zero, SHOWN_SIZE, MPI_CHAR, 0) ||
+                       bcast(d, theirs, SHOWN_SIZE, MPI_CHAR, other)
+                   ? -1
+                   : 0;
+    }
+    int64_t pair[2] = {setting_key(s), setting_key(s)};
+    if (bcast(d, &pair[0], 1, MPI_INT64_T, 0) || bcast(d, &pair[1], 1, MPI_INT64_T, other))
+        return -1;
+    show_key(zero, s->kind, pair[0]);
+    show_key(theirs, s->kind, pair[1]);
+    return 0;
+}
+
+int cli_dist_agree(cli_dist *d, const cli_setting *s, int n, char *msg, size_t size) {
     if (size) msg[0] = '\0';
     if (!d->active || d->size == 1) return 0;
+    int64_t *keys = malloc((n ? (size_t)n : 1) * sizeof *keys);
+    if (!keys) {
+        snprintf(msg, size, "ranks cannot compare their settings: out of memory");
+        return -1;
+    }
     /* The list itself first: a rank with other names runs another clcnn_train. */
     uint64_t h = 0xcbf29ce484222325u;
-    for (int i = 0; i < n; i++)
-        h = h * 31u + (uint64_t)cli_dist_hash(names[i]);
+    for (int i = 0; i < n; i++) {
+        h = h * 31u + (uint64_t)cli_dist_hash(s[i].name) + (uint64_t)s[i].kind;
+        keys[i] = setting_key(&s[i]);
+    }
     int64_t head[2] = {n, (int64_t)(h >> 1)}, zero[2], other[2];
-    int r = first_differing_head(d, head, zero, other);
+    int where[2] = {n, 0}, r = first_differing_head(d, head, zero, other), verdict = 0;
+    char mine[SHOWN_SIZE], theirs[SHOWN_SIZE];
     if (r > 0) {
         snprintf(msg, size,
                  "ranks run different clcnn_train builds: rank 0 checks %" PRId64
                  " settings, rank %d checks %" PRId64 "%s",
                  zero[0], r, other[0], other[0] == zero[0] ? " with other names" : "");
-        return -1;
+        verdict = 1;
+    } else if (r < 0 || first_setting_differing(d, keys, n, where) != 0) {
+        verdict = -1;
+    } else if (where[0] < n) {
+        if (show_both(d, &s[where[0]], where[1], mine, theirs) == 0) {
+            snprintf(msg, size, "ranks disagree on %s: rank 0 has %s, rank %d has %s",
+                     s[where[0]].name, mine, where[1], theirs);
+            verdict = 1;
+        } else {
+            verdict = -1;
+        }
     }
-    int where[2] = {n, 0};
-    if (r < 0 || first_name_differing(d, values, n, where) != 0) {
-        snprintf(msg, size, "ranks cannot compare their settings: %s", d->error);
-        return -1;
-    }
-    if (where[0] == n) return 0;
-    int64_t pair[2] = {values[where[0]], values[where[0]]};
-    int rc = MPI_Bcast(&pair[0], 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-    if (rc == MPI_SUCCESS) rc = MPI_Bcast(&pair[1], 1, MPI_INT64_T, where[1], MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) {
-        mpi_failed(d, "MPI_Bcast", rc);
-        snprintf(msg, size, "ranks cannot compare their settings: %s", d->error);
-        return -1;
-    }
-    snprintf(msg, size, "ranks disagree on %s: rank 0 has %" PRId64 ", rank %d has %" PRId64,
-             names[where[0]], pair[0], where[1], pair[1]);
-    return -1;
+    if (verdict < 0) snprintf(msg, size, "ranks cannot compare their settings: %s", d->error);
+    free(keys);
+    return verdict;
 }
 
 #else /* no MPI: one process */
@@ -321,9 +422,8 @@ int cli_dist_all_ok(cli_dist *d, int ok) {
     return ok != 0;
 }
 
-int cli_dist_agree(cli_dist *d, const char *const *names, const int64_t *values, int n, char *msg,
-                   size_t size) {
-    (void)d, (void)names, (void)values, (void)n;
+int cli_dist_agree(cli_dist *d, const cli_setting *s, int n, char *msg, size_t size) {
+    (void)d, (void)s, (void)n;
     if (size) msg[0] = '\0';
     return 0;
 }
