@@ -10,11 +10,12 @@
 #    within 30 s, with its error line.
 # 4. a loss that turns NaN (--lr 1e6) stops both ranks at the same step, non-zero, stderr one
 #    line (rank 0's) and no checkpoint.
-# 5. every option that changes a step's arithmetic (or which collective calls a rank makes),
-#    given another value on rank 1 alone (the MPMD form, mpirun -np 1 A : -np 1 B), ends the job
-#    non-zero with stderr one line naming it; so do a difference resolved from a --resume
-#    checkpoint, a --model recipe (--no-recipe) or --data. Every option --help lists is either
-#    in that list or in the list of those ranks may differ in, which a run then shows training.
+# 5. every option that changes a step's arithmetic or which collective calls a rank makes
+#    (--eval-only, --plan, --list-devices), given another value on rank 1 alone (the MPMD form,
+#    mpirun -np 1 A : -np 1 B), ends the job non-zero with stderr one line naming it; so do a
+#    difference resolved from a --resume checkpoint, a --model recipe (--no-recipe) or --data.
+#    Every option --help lists is either in that list or in the list of those ranks may differ
+#    in, which a run then shows training.
 # 6. a failure on one rank at each collective phase (CLCNN_TEST_FAIL_AT: the agreement, the
 #    group's creation, a step and an evaluation after the first, the second save, the second
 #    evaluation's records, a log point's records in epoch 2), and a real disk full (a 2 MB
@@ -34,7 +35,8 @@ pids=()
 mounted=
 # A rank still closing its files keeps the tmpfs busy: then it is detached (umount -l).
 trap 'kill -9 "${pids[@]}" 2>/dev/null
-      [ -z "$mounted" ] || umount "$mounted" 2>/dev/null || umount -l "$mounted"; rm -rf "$work"' EXIT
+      [ -z "$mounted" ] || umount "$mounted" 2>/dev/null || umount -l "$mounted"
+      rm -rf "$work"' EXIT
 fail=0
 check() { if [ "$2" != 0 ]; then echo "FAIL: $1: $3"; fail=1; fi; }
 now() { date +%s.%N; }
@@ -263,13 +265,14 @@ step_options=(
     "--normalize||--normalize 0.5,0.25|--normalize: rank 0 has (none), rank 1 has 0.5,0.25"
     "--eval-only|--init $ck0|--init $ck0 --eval-only|--eval-only"
     "--plan||--plan|--plan"
+    "--list-devices||--list-devices|--list-devices: rank 0 has 0, rank 1 has 1"
     # Resolved elsewhere: a resumed checkpoint's optimizer, a recipe, what --data holds.
     "--resume|--resume $ck0|--resume $ck9|--momentum: rank 0 has 0, rank 1 has 0.9"
     "--no-recipe|--model resnet|--model resnet --no-recipe|--normalize"
     "--data||--data $work/tiny48|training images: rank 0 has 32, rank 1 has 48"
 )
 # Options ranks may differ in (CLI_OPTIONS in src/cli/clcnn_train.c says why), shown below.
-local_options=(--list-devices --platform --device --devices --version --help --data --dataset
+local_options=(--platform --device --devices --version --help --data --dataset
                --save-dir --logdir --no-tensorboard --metrics --init --resume --no-recipe)
 agree_jobs=()
 for c in "${step_options[@]}"; do

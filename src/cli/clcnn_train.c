@@ -45,9 +45,10 @@ typedef char normalize_text[128];
     X(p, int, device, LOCAL, NONE, "each rank picks its own device")                              \
     X(p, const char *, devices, LOCAL, NONE, "each rank has its own devices; the group splits "    \
       "the global batch over all replicas")                                                        \
-    X(p, int, list_devices, LOCAL, NONE, "ends before the agreement, as it does alone")           \
-    X(p, int, version, LOCAL, NONE, "ends before MPI starts")                                     \
-    X(p, int, help, LOCAL, NONE, "ends before MPI starts")                                        \
+    /* also compared before the devices (agree_mode): a rank that lists them stops there */     \
+    X(p, int, list_devices, STEP, INT, "--list-devices")                                          \
+    X(p, int, version, LOCAL, NONE, "ends before MPI starts (mpirun then ends the job)")          \
+    X(p, int, help, LOCAL, NONE, "ends before MPI starts (mpirun then ends the job)")             \
     X(p, const char *, data, LOCAL, NONE, "each machine its own copy; what it holds is compared " \
       "(images, format, shape)")                                                                   \
     X(p, const char *, dataset, LOCAL, NONE, "the format found is compared")                      \
@@ -1781,6 +1782,17 @@ static int agree_settings(run_state *r, const cli_options *o, const clcnn_checkp
     return failed(r, verdict > 0 ? END_TOGETHER : END_ALONE);
 }
 
+/* Right after MPI starts: whether a rank only lists the devices (--list-devices), which every
+ * rank must share, or the ranks that train would wait for it in their first collective call. */
+static int agree_mode(run_state *r, const cli_options *o) {
+    const cli_setting s[] = {SETTING_INT("--list-devices", o->list_devices)};
+    char msg[256];
+    int verdict = cli_dist_agree(r->dist, s, 1, msg, sizeof msg);
+    if (verdict == 0) return 0;
+    if (verdict < 0 || r->dist->rank == 0) say("%s", msg);
+    return failed(r, verdict > 0 ? END_TOGETHER : END_ALONE);
+}
+
 /* The other replicas' models (replica 0's spec and seed), then the group: it gives every
  * replica replica 0's weights, optimizer and state (rank 0's, across processes). */
 static int make_group(run_state *r, const cli_options *o, const clcnn_checkpoint_info_v2 *ck) {
@@ -1947,6 +1959,7 @@ int main(int argc, char **argv) {
             cli_dist_abort(&dist, 1);
         }
     }
+    if (dist.size > 1 && agree_mode(&r, &o)) goto done;
     st = clcnn_devices_create(&devs, NULL);
     if (st != CLCNN_SUCCESS) {
         say("%s", clcnn_devices_errmsg(devs));
