@@ -1872,10 +1872,10 @@ static int check_last_batch(run_state *r, const cli_options *o) {
         say("%s, but the model's BatchNorm on one value per channel needs at least %d samples to "
             "train (PyTorch: \"Expected more than 1 value per channel when training\"); %s",
             what, least, fix);
-    /* Every rank exits 1, and mpirun then kills the rest: the others wait for rank 0's line. */
-    r->collective = 1;
+    /* Every rank has the same numbers and stops here: they wait for rank 0's line, then end
+     * together. */
     cli_dist_all_ok((cli_dist *)r->dist, 0);
-    return -1;
+    return failed(r, END_TOGETHER);
 }
 
 /* The model's plan for a batch (clcnn_model_plan), once the batch passes the checks a training
