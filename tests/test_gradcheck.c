@@ -168,19 +168,24 @@ static void pool_fwd(double *y, void *ctx) {
                                 p->pad);
 }
 
-/* Inputs are a shuffled grid with spacing 0.01, so no window has a tie or a near-tie that a
- * step of 1e-6 could flip: the max is locally linear and FD is exact. */
+/* n values 0.01 apart, centred on 0, in random order: no window of a max pool has a tie or a
+ * near-tie that a step of 1e-6 could flip, so the max is locally linear and FD is exact. */
+static double *shuffled_grid(int n) {
+    double *x = zeros(n);
+    for (int i = 0; i < n; i++)
+        x[i] = 0.01 * i - 0.005 * n;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)((urand() + 1.0) * 0.5 * (i + 1));
+        double t = x[i];
+        x[i] = x[j], x[j] = t;
+    }
+    return x;
+}
+
 static void check_pool(int N, int C, int H, int W, int K, int stride, int pad) {
     pool_case p = {N, C, H, W, K, stride, pad, NULL, NULL};
     int nx = N * C * H * W, ny = N * C * conv_out(H, K, stride, pad) * conv_out(W, K, stride, pad);
-    p.x = zeros(nx);
-    for (int i = 0; i < nx; i++)
-        p.x[i] = 0.01 * i - 0.005 * nx;
-    for (int i = nx - 1; i > 0; i--) {
-        int j = (int)((urand() + 1.0) * 0.5 * (i + 1));
-        double t = p.x[i];
-        p.x[i] = p.x[j], p.x[j] = t;
-    }
+    p.x = shuffled_grid(nx);
     double *gy = randn_like(ny, 1.0), *y = zeros(ny);
     p.argmax = malloc(sizeof(int) * (size_t)ny);
     CLCNN_ASSERT(p.argmax);
@@ -191,6 +196,131 @@ static void check_pool(int N, int C, int H, int W, int K, int stride, int pad) {
     snprintf(group, sizeof group, "maxpool %dx%d K%d s%d p%d", H, W, K, stride, pad);
     report(group, "gx", fd_error(pool_fwd, &p, ny, gy, p.x, gx, nx), FD_TOL);
     free(gx), free(p.x), free(gy), free(y), free(p.argmax);
+}
+
+/* ---- avgpool2d (count_include_pad: every window divides by K*K), global pools ---- */
+
+static void avgpool_fwd(double *y, void *ctx) {
+    pool_case *p = ctx;
+    clcnn_ref_avgpool2d_forward(y, p->x, p->N, p->C, p->H, p->W, p->K, p->stride, p->pad);
+}
+
+/* Linear in x: FD is exact. */
+static void check_avgpool(int N, int C, int H, int W, int K, int stride, int pad) {
+    pool_case p = {N, C, H, W, K, stride, pad, NULL, NULL};
+    int nx = N * C * H * W, ny = N * C * conv_out(H, K, stride, pad) * conv_out(W, K, stride, pad);
+    p.x = randn_like(nx, 1.0);
+    double *gy = randn_like(ny, 1.0), *gx = zeros(nx);
+    clcnn_ref_avgpool2d_backward(gx, gy, N, C, H, W, K, stride, pad);
+    char group[64];
+    snprintf(group, sizeof group, "avgpool %dx%d K%d s%d p%d", H, W, K, stride, pad);
+    report(group, "gx", fd_error(avgpool_fwd, &p, ny, gy, p.x, gx, nx), FD_TOL);
+    free(gx), free(p.x), free(gy);
+}
+
+static void globalavgpool_fwd(double *y, void *ctx) {
+    pool_case *p = ctx;
+    clcnn_ref_globalavgpool_forward(y, p->x, p->N * p->C, p->H * p->W);
+}
+
+static void globalmaxpool_fwd(double *y, void *ctx) {
+    pool_case *p = ctx;
+    clcnn_ref_globalmaxpool_forward(y, p->argmax, p->x, p->N * p->C, p->H * p->W);
+}
+
+/* The global average is linear; the global max is linear away from ties, which the shuffled
+ * grid keeps 0.01 away. The max pool's backward routes by the argmax of the unperturbed pass. */
+static void check_global_pools(int N, int C, int H, int W) {
+    pool_case p = {N, C, H, W, 0, 0, 0, NULL, NULL};
+    int nx = N * C * H * W, ny = N * C;
+    double *gy = randn_like(ny, 1.0), *y = zeros(ny), *gx = zeros(nx);
+    char group[64];
+    p.x = randn_like(nx, 1.0);
+    clcnn_ref_globalavgpool_backward(gx, gy, ny, H * W);
+    snprintf(group, sizeof group, "globalavgpool N%d C%d %dx%d", N, C, H, W);
+    report(group, "gx", fd_error(globalavgpool_fwd, &p, ny, gy, p.x, gx, nx), FD_TOL);
+    free(p.x), free(gx);
+    p.x = shuffled_grid(nx);
+    gx = zeros(nx);
+    p.argmax = malloc(sizeof(int) * (size_t)ny);
+    CLCNN_ASSERT(p.argmax);
+    globalmaxpool_fwd(y, &p);
+    clcnn_ref_globalmaxpool_backward(gx, gy, p.argmax, ny, H * W);
+    snprintf(group, sizeof group, "globalmaxpool N%d C%d %dx%d", N, C, H, W);
+    report(group, "gx", fd_error(globalmaxpool_fwd, &p, ny, gy, p.x, gx, nx), FD_TOL);
+    free(gx), free(p.x), free(gy), free(y), free(p.argmax);
+}
+
+/* ---- dropout with a fixed mask, scale ----
+ * Each is one function that the layer tests apply to x for the forward and to gy for the
+ * backward (a diagonal map is its own transpose). FD proves that reuse right (gx), and the FD
+ * Jacobian must be the layer's own definition (jacobian): diagonal, with 1/(1-p) (in float,
+ * as the device) where the header's rule keeps element i, (hash(seed, i) >> 8) / 2^24 >= p,
+ * and 0 elsewhere; for scale, the factor rounded to float. The mask depends only on the seed
+ * and the index, so for a fixed seed dropout is a linear function that FD differentiates
+ * exactly. */
+
+typedef struct diag_case {
+    int n, dropout;
+    uint32_t seed;
+    double p, *x;
+} diag_case;
+
+static void diag_fwd(double *y, void *ctx) {
+    diag_case *d = ctx;
+    for (int i = 0; i < d->n; i++)
+        y[i] = 0.0; /* both add into y */
+    if (d->dropout)
+        clcnn_ref_dropout(y, d->x, d->n, d->seed, d->p);
+    else
+        clcnn_ref_scale(y, d->x, d->n, d->p);
+}
+
+/* The FD Jacobian of diag_fwd against want (n x n, row = output): the largest difference. */
+static double jacobian_error(diag_case *d, const double *want) {
+    int n = d->n;
+    double *op = zeros(n), *om = zeros(n), worst = 0.0;
+    for (int j = 0; j < n; j++) {
+        double saved = d->x[j], xp = saved + FD_H, xm = saved - FD_H;
+        d->x[j] = xp;
+        diag_fwd(op, d);
+        d->x[j] = xm;
+        diag_fwd(om, d);
+        d->x[j] = saved;
+        for (int k = 0; k < n; k++) {
+            double e = fabs((op[k] - om[k]) / (xp - xm) - want[k * n + j]);
+            if (!(e <= worst)) worst = e;
+        }
+    }
+    free(op), free(om);
+    return worst;
+}
+
+/* dropout: p is the drop probability; scale (dropout 0): p is the factor. */
+static void check_diag(int dropout, int n, uint32_t seed, double p) {
+    diag_case d = {n, dropout, seed, p, NULL};
+    d.x = randn_like(n, 1.0);
+    double *gy = randn_like(n, 1.0), *gx = zeros(n), *want = zeros(n * n);
+    if (dropout)
+        clcnn_ref_dropout(gx, gy, n, seed, p);
+    else
+        clcnn_ref_scale(gx, gy, n, p);
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        int keep = !dropout || (clcnn_ref_dropout_hash(seed, (uint32_t)i) >> 8) / 16777216.0 >= p;
+        double v = dropout ? (p < 1.0 ? (double)(float)(1.0 / (1.0 - p)) : 0.0) : (double)(float)p;
+        want[i * n + i] = keep ? v : 0.0;
+        kept += keep;
+    }
+    char group[64];
+    if (dropout)
+        snprintf(group, sizeof group, "dropout p%g n%d s%u (%d kept)", p, n, seed, kept);
+    else
+        snprintf(group, sizeof group, "scale %g n%d", p, n);
+    report(group, "gx", fd_error(diag_fwd, &d, n, gy, d.x, gx, n), FD_TOL);
+    /* Entries are 0, 1 or a float constant of O(1): FD's rounding, ~1e-10, is all that is left. */
+    report(group, "jacobian", jacobian_error(&d, want), 1e-8);
+    free(d.x), free(gy), free(gx), free(want);
 }
 
 /* ---- linear ---- */
@@ -795,5 +925,16 @@ int main(int argc, char **argv) {
     check_pool_ties();
     check_optimizers();
     check_fixtures(fixtures);
+    check_avgpool(2, 2, 5, 7, 2, 2, 0);
+    check_avgpool(2, 2, 5, 7, 3, 2, 1);
+    check_avgpool(1, 3, 6, 6, 3, 1, 1);
+    check_avgpool(2, 1, 7, 5, 3, 3, 1);
+    check_global_pools(2, 3, 5, 7);
+    check_global_pools(3, 2, 1, 4);
+    check_diag(1, 64, 12345u, 0.25);
+    check_diag(1, 64, 777u, 0.5);
+    check_diag(1, 16, 12345u, 0.0);
+    check_diag(0, 16, 0u, -0.5);
+    check_diag(0, 16, 0u, 0.1);
     return test_finish("test_gradcheck");
 }
