@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Crash safety through the real clcnn_train: a training run is killed with SIGKILL again and
-# again (at random moments, and the moment a checkpoint's temporary file appears, i.e. during a
-# save), and each time resumed from its newest checkpoint. After every kill the newest
-# epoch_N.safetensors must load (--eval-only --resume); every loss and evaluation any attempt
-# logged must equal, digit for digit, the same step's in a run never interrupted; and the last
-# checkpoint must be byte-identical to that run's. Usage: test_kill.sh CLCNN_TRAIN [TRIALS]
+# again (at random moments, at a random moment once it has trained past a checkpoint, and the
+# moment a checkpoint's temporary file appears, i.e. during a save), and each time resumed from
+# its newest checkpoint. After every kill the newest epoch_N.safetensors must load (--eval-only
+# --resume); every loss and evaluation any attempt logged must equal, digit for digit, the same
+# step's in a run never interrupted; the last checkpoint must be byte-identical to that run's;
+# and attempts must have resumed from a checkpoint and trained on from it (else the comparison
+# would set two uninterrupted runs side by side). Usage: test_kill.sh CLCNN_TRAIN [TRIALS]
 set -u
 shopt -s nullglob
 bin=$1
 trials=${2:-8}
+[ "$trials" -ge 3 ] 2>/dev/null || { echo "FAIL: TRIALS must be a number of at least 3 (the third trial is the one past a checkpoint)"; exit 1; }
 src=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'kill -9 $pid 2>/dev/null; rm -rf "$work"' EXIT
@@ -68,6 +71,8 @@ while :; do
         break
     fi
     how=
+    done_epochs=0
+    if [ -n "$last" ]; then done_epochs=${last##*/epoch_}; done_epochs=${done_epochs%.safetensors}; fi
     if [ $((attempt % 2)) = 0 ]; then
         # During a save: the moment this process's temporary file appears, in its first save or
         # (at random) once it has completed one, so that these trials move the run on too.
@@ -83,11 +88,24 @@ while :; do
                 break
             fi
         done
+    elif [ $((attempt % 4)) = 3 ]; then
+        # Past a checkpoint: once this process has logged a step of the epoch after the one it
+        # resumed from (started afresh: after the first, whose checkpoint it saved), at a random
+        # moment within an epoch's time. So whatever the machine's speed, a checkpoint exists
+        # from the third trial on, this attempt or the next trains on from it, and a resume
+        # that loaded the optimizer state wrongly shows in the losses.
+        next=$((done_epochs > 0 ? done_epochs + 1 : 2))
+        while kill -0 $pid 2>/dev/null; do
+            [ -e "$work/run/epoch_$((next - 1)).safetensors" ] &&
+                grep -q "\"type\":\"train\",\"epoch\":$next," "$work/a$attempt.jsonl" 2>/dev/null && break
+            sleep 0.02
+        done
+        delay=$(awk -v r=$RANDOM -v t="$t_ref" -v e=$epochs 'BEGIN { printf "%.3f", r / 32768 * t / e }')
+        sleep "$delay"
+        kill -9 $pid 2>/dev/null && how="$delay s after its first step of epoch $next"
     else
         # At a random moment of what is left of the run (start-up included), but within about
         # two epochs, so that the run does not finish before the last trial.
-        done_epochs=0
-        if [ -n "$last" ]; then done_epochs=${last##*/epoch_}; done_epochs=${done_epochs%.safetensors}; fi
         delay=$(awk -v r=$RANDOM -v t="$t_ref" -v e=$epochs -v d="$done_epochs" \
             'BEGIN { m = 0.8 * t * (e - d) / e; if (m > 2 * t / e) m = 2 * t / e
                     printf "%.3f", r / 32768 * m }')
@@ -113,10 +131,31 @@ while :; do
         # The evaluation of a complete checkpoint is the reference's evaluation of that epoch.
         n=${last##*/epoch_}; n=${n%.safetensors}
         want=$(grep "^epoch $n: test" "$work/ref.out" | sed 's/^epoch [0-9]*: //')
-        grep -qF "$want" "$work/e$attempt.out"
-        check "attempt $attempt: evaluation of epoch $n" $? "want '$want': $(tail -1 "$work/e$attempt.out")"
+        if [ -z "$want" ]; then # grep -F "" would match any output
+            check "attempt $attempt: evaluation of epoch $n" 1 "no expected line in the reference's output"
+        else
+            grep -qF "$want" "$work/e$attempt.out"
+            check "attempt $attempt: evaluation of epoch $n" $? "want '$want': $(tail -1 "$work/e$attempt.out")"
+        fi
     fi
 done
+
+# The attempts that loaded a checkpoint ("resumed from ...: epoch E, step S", S > 0), and those
+# of them that then logged a step: the bit-exact comparisons below prove a resume right only
+# if one happened. By the kill schedule a checkpoint exists from the third trial on, so the
+# last attempt always resumes from one and trains to the end; if it did not, that is a
+# failure, not luck.
+resumes=0 trained=0 last_resumed=1
+for ((a = 1; a <= attempt; a++)); do
+    if ! grep -q '^resumed from .*: epoch [0-9]*, step [1-9][0-9]*$' "$work/a$a.out"; then
+        [ $a = $attempt ] && last_resumed=0
+        continue
+    fi
+    resumes=$((resumes + 1))
+    grep -q '"type":"train"' "$work/a$a.jsonl" 2>/dev/null && trained=$((trained + 1))
+done
+[ $last_resumed = 1 ] && grep -q '"type":"train"' "$work/a$attempt.jsonl"
+check "the last attempt resumed and trained on" $? "it started afresh or logged no step ($resumes attempts resumed from a checkpoint, $trained of them logged a step)"
 
 # Every record any attempt wrote is the reference's record for that step or epoch, and
 # together they cover all of the reference's.
@@ -133,5 +172,5 @@ check "final optimizer state identical" $? "epoch_$epochs.state differs from the
 # let the runs outpace them; demand most of the trials.
 [ $killed -ge $((trials * 3 / 4)) ] && [ $during_save -ge 1 ]
 check "enough kills" $? "$killed of $trials trials killed, $during_save during a save"
-echo "$killed kills ($during_save during a save), $((attempt - 1)) resumes, $(wc -l <"$work/ref.lines") records compared"
+echo "$killed kills ($during_save during a save), $resumes resumes ($trained trained on), $(wc -l <"$work/ref.lines") records compared"
 exit $fail
