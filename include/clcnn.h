@@ -432,8 +432,24 @@ const char *clcnn_dataset_format_name(clcnn_dataset_format format);
  * torchvision's Normalize. mean and std hold `channels` values, finite; each std at least
  * FLT_MIN (a normal float, so that 1/std is finite), and (x - mean) / std must stay finite in
  * float for x in [0, 1]. Otherwise CLCNN_ERR_INVALID_ARGUMENT, and the previous normalisation
- * stays. */
+ * stays. A data set that never had one set takes the normalisation of the first model fed from
+ * it that knows its own (clcnn_model_set_normalize). */
 clcnn_status clcnn_dataset_set_normalize(clcnn_dataset *ds, const float *mean, const float *std);
+
+/* The input normalisation a model's weights were trained with, per input channel (mean and
+ * std hold `channels` values; std > 0), or none (both NULL: not known, as for a new model).
+ * Loading a clcnn checkpoint sets it to the one the checkpoint records
+ * (clcnn_checkpoint_info_v2.normalize; a checkpoint that records "" trained on unnormalised
+ * inputs: mean 0, std 1), and to none for a file that records nothing (a plain state_dict, a
+ * checkpoint older than the record). Every call that feeds the model from a data set
+ * (clcnn_model_train_dataset, _train_epoch, _evaluate, the replicas' through each replica,
+ * which takes replica 0's) then agrees with it: a data set with no normalisation set takes the
+ * model's (clcnn_dataset_set_normalize, and keeps it); one set to another is refused with
+ * CLCNN_ERR_INVALID_ARGUMENT, naming both, before anything runs. */
+clcnn_status clcnn_model_set_normalize(clcnn_model *model, const float *mean, const float *std);
+/* 1 and the model's normalisation in mean and std (`channels` values each; either may be
+ * NULL), or 0 when it has none. */
+int clcnn_model_get_normalize(const clcnn_model *model, float *mean, float *std);
 
 /* Sets the sample order used by clcnn_model_train_dataset: shuffle = 0 keeps file order;
  * otherwise a permutation drawn from (seed, epoch) alone, so any epoch's order can be
@@ -705,15 +721,22 @@ clcnn_status clcnn_model_save_checkpoint(clcnn_model *model, const char *path,
  * tensor under the prefix, or a shape mismatch, is CLCNN_ERR_FORMAT naming the tensor. The file
  * must be a regular file of at most 100 MB (header) plus 16 bytes per model parameter (the
  * weights in F64, and as much again of other tensors); a clcnn checkpoint must match its
- * checksums. On failure the model is unchanged. */
+ * checksums and hold metadata in range (as clcnn_model_load_checkpoint checks it), and the
+ * model takes its recorded normalisation (clcnn_model_set_normalize; none for a plain
+ * state_dict). A file whose "format" names a clcnn checkpoint version other than
+ * clcnn-checkpoint/2 or /1 (a newer clcnn's) is CLCNN_ERR_FORMAT naming the versions this one
+ * reads; a file without a clcnn format is a plain state_dict. On failure the model is
+ * unchanged. */
 clcnn_status clcnn_model_load_weights(clcnn_model *model, const char *path);
 
 /* Loads a checkpoint written by clcnn_model_save_checkpoint, weights and optimizer state
  * (which replaces the current optimizer), and returns where the run stood. Both files are read
  * and checked completely (structure, the model's spec, shapes, both checksums, the pair's
- * binding, the optimizer settings) before the model changes: on any failure the model, its
- * optimizer and its step count are as they were. A torn or edited file is refused, with a
- * message naming it. */
+ * binding, the optimizer settings, every metadata field against its type and range) before the
+ * model changes: on any failure the model, its optimizer, its step count and its
+ * normalisation are as they were. A torn or edited file is refused, with a message naming it,
+ * as is a file of an unknown clcnn-checkpoint version. The model takes the checkpoint's
+ * normalisation (clcnn_model_set_normalize). */
 clcnn_status clcnn_model_load_checkpoint(clcnn_model *model, const char *path,
                                          clcnn_checkpoint_info *info);
 
@@ -738,12 +761,20 @@ typedef struct clcnn_checkpoint_info_v2 {
     int random_crop;
     int hflip;
     /* The input normalisation the run trained with, as the caller spells it (the CLI: its
-     * --normalize text, "" for none); recorded, never interpreted, so that a resume or an
-     * evaluation feeds the model the same inputs. At most 127 bytes. */
+     * --normalize text, "" for none) so that a resume or an evaluation feeds the model the
+     * same inputs: "" or "MEAN,STD" for every channel or C means then C stds (numbers that
+     * are finite as floats, stds > 0, at most 127 bytes). A save refuses any other text, as
+     * a load does. */
     char normalize[128];
 } clcnn_checkpoint_info_v2;
 
-/* As clcnn_model_save_checkpoint / clcnn_model_load_checkpoint, with the batch size. */
+/* As clcnn_model_save_checkpoint / clcnn_model_load_checkpoint, with the batch size. Every
+ * field is written with one type and range and a load reads it back with the same, so a save
+ * refuses (CLCNN_ERR_INVALID_ARGUMENT, naming the field) what a load would refuse: epoch, step,
+ * total_steps and the optimizer's step count in [0, 2^53] (exact as doubles, and far enough
+ * below INT64_MAX that a run's arithmetic on them cannot overflow), batch_in_epoch and
+ * batch_size in [0, 2^31-1], seed any uint64_t, finite lrs and smoothing as
+ * clcnn_model_set_optimizer and the schedule accept them, the normalisation as above. */
 clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *model, const char *path,
                                             const clcnn_checkpoint_info_v2 *info);
 clcnn_status clcnn_model_load_checkpoint_v2(clcnn_model *model, const char *path,
@@ -759,9 +790,16 @@ clcnn_status clcnn_checkpoint_peek(const char *path, char *spec, size_t spec_siz
 
 /* The normalisation recorded in a checkpoint (clcnn_checkpoint_info_v2.normalize) without a
  * model, "" when none was recorded; only the file's header is read. norm receives at most
- * size bytes including the NUL (128 always suffice). */
+ * size bytes including the NUL (128 always suffice). A recorded text that is no normalisation
+ * of the checkpoint's input channels, and a file of an unknown clcnn-checkpoint version, are
+ * CLCNN_ERR_FORMAT. */
 clcnn_status clcnn_checkpoint_peek_normalize(const char *path, char *norm, size_t size, char *err,
                                              size_t errsize);
+/* As clcnn_checkpoint_peek_normalize, and *recorded (may be NULL) tells a checkpoint that
+ * records its normalisation (1; "" then means unnormalised inputs) from a file that records
+ * nothing (0: a plain state_dict, or a checkpoint older than the record). */
+clcnn_status clcnn_checkpoint_peek_normalize_v2(const char *path, char *norm, size_t size,
+                                                int *recorded, char *err, size_t errsize);
 
 /* ---------------------------------------------------------------------------------------- */
 /* TensorBoard logs                                                                           */

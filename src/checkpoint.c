@@ -4,6 +4,7 @@
  * both files completely before the model changes. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -257,44 +258,325 @@ static void sweep_folder(const char *path) {
     clcnn_tmp_sweep(dir, ".safetensors");
 }
 
-/* The metadata values of one save, as text. %.17g round-trips a double exactly, so a resumed
- * run uses the same hyperparameters. */
+/* ---- the metadata -------------------------------------------------------------------------- */
+
+/* Every metadata field of both files, with its one type and range: a save formats each value
+ * through its row and refuses one outside it, a load parses each through the same row and
+ * refuses what the save could not have written, so that a field cannot be written one way and
+ * read another. Counters (epochs, steps, the schedule's length) stay within 2^53: exact as the
+ * doubles a data-parallel group broadcasts them as, and so far below INT64_MAX that what a run
+ * adds to them (epochs times batches) cannot overflow. */
+#define COUNT_MAX ((int64_t)1 << 53)
+#define NORM_MAX 127 /* bytes of a normalisation's text (clcnn_checkpoint_info_v2.normalize) */
+
+typedef enum meta_type {
+    META_TEXT, /* any text, checked where it is used (the spec, the input shape, a hash) */
+    META_U64,  /* decimal digits: 0 .. 2^64-1 */
+    META_I64,  /* a decimal integer in [lo, hi] */
+    META_F64,  /* a finite number in [dlo, dhi], written with %.17g (which round-trips) */
+    META_ENUM, /* one of names[0 .. hi] */
+    META_NORM  /* a normalisation: "" (none), "M,S", or C means then C stds; stds > 0 */
+} meta_type;
+
+typedef struct meta_field {
+    const char *key;
+    meta_type type;
+    int64_t lo, hi;
+    double dlo, dhi;
+    const char *const *names;
+} meta_field;
+
+typedef union meta_value {
+    const char *s;
+    uint64_t u;
+    int64_t i;
+    double d;
+} meta_value;
+
+/* Indexed by clcnn_schedule_kind. */
+static const char *const schedule_names[] = {"constant", "cosine", "onecycle"};
+
+/* clang-format off */
+enum {
+    K_FORMAT, K_SPEC, K_INPUT, K_WEIGHTS, K_VERSION,                         /* identity */
+    K_EPOCH, K_STEP, K_BIE, K_BATCH, K_SEED, K_MSEED,                        /* position */
+    K_SCHEDULE, K_SLR, K_TOTAL, K_PCT, K_SMOOTH, K_CROP, K_FLIP, K_NORM,     /* training */
+    K_OPTIMIZER, K_OSTEP, K_LR, K_MOM, K_DAMP, K_NEST, K_WD, K_B1, K_B2, K_EPS, K_NODECAY,
+    N_KEYS
+};
+/* clang-format on */
+
+/* clang-format off */
+static const meta_field fields[N_KEYS] = {
+    [K_FORMAT]    = {"format",          META_TEXT, 0, 0, 0, 0, NULL},
+    [K_SPEC]      = {"spec",            META_TEXT, 0, 0, 0, 0, NULL},
+    [K_INPUT]     = {"input",           META_TEXT, 0, 0, 0, 0, NULL},
+    [K_WEIGHTS]   = {"weights_xxh64",   META_TEXT, 0, 0, 0, 0, NULL},
+    [K_VERSION]   = {"clcnn_version",   META_TEXT, 0, 0, 0, 0, NULL},
+    [K_EPOCH]     = {"epoch",           META_I64,  0, COUNT_MAX, 0, 0, NULL},
+    [K_STEP]      = {"step",            META_I64,  0, COUNT_MAX, 0, 0, NULL},
+    /* A data set holds at most INT_MAX samples, so an epoch at most INT_MAX batches, and a
+     * batch (clcnn_model_reserve's int) at most INT_MAX samples. */
+    [K_BIE]       = {"batch_in_epoch",  META_I64,  0, INT32_MAX, 0, 0, NULL},
+    [K_BATCH]     = {"batch_size",      META_I64,  0, INT32_MAX, 0, 0, NULL},
+    [K_SEED]      = {"seed",            META_U64,  0, 0, 0, 0, NULL},
+    [K_MSEED]     = {"model_seed",      META_U64,  0, 0, 0, 0, NULL},
+    [K_SCHEDULE]  = {"schedule",        META_ENUM, 0, 2, 0, 0, schedule_names},
+    [K_SLR]       = {"schedule_lr",     META_F64,  0, 0, 0, 1e300, NULL},
+    [K_TOTAL]     = {"total_steps",     META_I64,  0, COUNT_MAX, 0, 0, NULL},
+    [K_PCT]       = {"pct_start",       META_F64,  0, 0, 0, 1, NULL},
+    [K_SMOOTH]    = {"label_smoothing", META_F64,  0, 0, 0, 1, NULL},
+    [K_CROP]      = {"random_crop",     META_I64,  0, CLCNN_MAX_CROP, 0, 0, NULL},
+    [K_FLIP]      = {"hflip",           META_I64,  0, 1, 0, 0, NULL},
+    [K_NORM]      = {"normalize",       META_NORM, 0, 0, 0, 0, NULL},
+    [K_OPTIMIZER] = {"optimizer",       META_ENUM, 0, 2, 0, 0, optimizer_names},
+    [K_OSTEP]     = {"optimizer_step",  META_I64,  0, COUNT_MAX, 0, 0, NULL},
+    /* The optimizer's own ranges (lr > 0, betas < 1) are clcnn_optimizer_check's. */
+    [K_LR]        = {"lr",              META_F64,  0, 0, 0, 1e300, NULL},
+    [K_MOM]       = {"momentum",        META_F64,  0, 0, 0, 1e300, NULL},
+    [K_DAMP]      = {"dampening",       META_F64,  0, 0, 0, 1e300, NULL},
+    [K_NEST]      = {"nesterov",        META_I64,  0, 1, 0, 0, NULL},
+    [K_WD]        = {"weight_decay",    META_F64,  0, 0, 0, 1e300, NULL},
+    [K_B1]        = {"beta1",           META_F64,  0, 0, 0, 1, NULL},
+    [K_B2]        = {"beta2",           META_F64,  0, 0, 0, 1, NULL},
+    [K_EPS]       = {"eps",             META_F64,  0, 0, 0, 1e300, NULL},
+    [K_NODECAY]   = {"no_decay_bn_bias", META_I64, 0, 1, 0, 0, NULL},
+};
+/* clang-format on */
+
+/* The fields of each file, in the order they are written. */
+static const int weights_keys[] = {
+    K_FORMAT,   K_SPEC, K_INPUT, K_EPOCH, K_STEP,   K_BIE,  K_BATCH, K_SEED,  K_WEIGHTS, K_VERSION,
+    K_SCHEDULE, K_SLR,  K_TOTAL, K_PCT,   K_SMOOTH, K_CROP, K_FLIP,  K_MSEED, K_NORM};
+static const int state_keys[] = {K_FORMAT, K_WEIGHTS, K_OPTIMIZER, K_OSTEP, K_LR,
+                                 K_MOM,    K_DAMP,    K_NEST,      K_WD,    K_B1,
+                                 K_B2,     K_EPS,     K_NODECAY,   K_EPOCH, K_STEP};
+#define N_WEIGHTS_KEYS ((int)(sizeof weights_keys / sizeof weights_keys[0]))
+#define N_STATE_KEYS ((int)(sizeof state_keys / sizeof state_keys[0]))
+
+/* (x - mean[c]) / std[c]: text as --normalize spells it, "M,S" for every channel or C means
+ * then C stds, into mean and std (c values each). Values must be finite as floats, stds > 0.
+ * Returns 0, or -1 for text that is not such a normalisation. */
+static int parse_norm(const char *v, int c, float *mean, float *std) {
+    int n = 0;
+    const char *p = v;
+    if (c <= 0) return -1;
+    while (*p) {
+        char *end = NULL;
+        errno = 0;
+        double x = strtod(p, &end);
+        float fx = (float)x;
+        if (errno || end == p || !isfinite(fx) || n >= 2 * c) return -1;
+        if (n < c)
+            mean[n] = fx;
+        else
+            std[n - c] = fx;
+        n++;
+        if (*end == ',')
+            p = end + 1;
+        else if (*end == '\0')
+            p = end;
+        else
+            return -1;
+    }
+    if (n == 2 && c != 1) {
+        float s = mean[1];
+        for (int k = 0; k < c; k++)
+            mean[k] = mean[0], std[k] = s;
+    } else if (n != 2 * c) {
+        return -1;
+    }
+    for (int k = 0; k < c; k++)
+        if (!(std[k] > 0)) return -1;
+    return 0;
+}
+
+/* Whether v is "" or a normalisation of c channels that fits the recorded field. */
+static int norm_ok(const char *v, int c) {
+    if (strlen(v) > NORM_MAX) return 0;
+    if (!v[0]) return 1;
+    float *buf = malloc(2 * (size_t)(c > 0 ? c : 1) * sizeof *buf);
+    int ok = buf && parse_norm(v, c, buf, buf + c) == 0;
+    free(buf);
+    return ok;
+}
+
+/* What a field's value must be, for a message. buf holds 96 bytes. */
+static const char *describe(const meta_field *fd, char *buf) {
+    switch (fd->type) {
+    case META_U64: return "an unsigned decimal integer below 2^64";
+    case META_I64:
+        snprintf(buf, 96, "a decimal integer in [%" PRId64 ", %" PRId64 "]", fd->lo, fd->hi);
+        return buf;
+    case META_F64: snprintf(buf, 96, "a finite number in [%g, %g]", fd->dlo, fd->dhi); return buf;
+    case META_ENUM:
+        snprintf(buf, 96, "one of %s", fd->names[0]);
+        for (int64_t k = 1; k <= fd->hi; k++)
+            snprintf(buf + strlen(buf), 96 - strlen(buf), ", %s", fd->names[k]);
+        return buf;
+    case META_NORM: return "'' or a normalisation M,S or C means then C stds (stds > 0)";
+    case META_TEXT: break;
+    }
+    return "text";
+}
+
+/* Parses v as field fd (c: the model's input channels, for a normalisation). Returns 0, or -1
+ * for a value the field cannot hold. */
+static int meta_parse(const meta_field *fd, const char *v, int c, meta_value *out) {
+    char *end = NULL;
+    const char *p = v;
+    switch (fd->type) {
+    case META_TEXT: out->s = v; return 0;
+    case META_NORM: out->s = v; return norm_ok(v, c) ? 0 : -1;
+    case META_ENUM:
+        for (int64_t k = 0; k <= fd->hi; k++)
+            if (!strcmp(v, fd->names[k])) return out->i = k, 0;
+        return -1;
+    case META_U64:
+    case META_I64:
+        /* Exactly what the save writes: digits, no sign, space or leading zero. */
+        if (*p == '0' && p[1]) return -1;
+        for (; *p; p++)
+            if (*p < '0' || *p > '9') return -1;
+        if (p == v) return -1;
+        errno = 0;
+        out->u = strtoull(v, &end, 10);
+        if (errno || *end) return -1;
+        if (fd->type == META_U64) return 0;
+        if (out->u > (uint64_t)INT64_MAX) return -1;
+        out->i = (int64_t)out->u;
+        return out->i >= fd->lo && out->i <= fd->hi ? 0 : -1;
+    case META_F64:
+        if (!*v || *v == ' ' || *v == '\t' || *v == '\n') return -1;
+        out->d = strtod(v, &end);
+        if (*end || !isfinite(out->d)) return -1;
+        return out->d >= fd->dlo && out->d <= fd->dhi ? 0 : -1;
+    }
+    return -1;
+}
+
+/* A field of f: 1 and *out when it is there and holds a value of its type, 0 when it is
+ * absent (*out untouched), or a failure naming the field and what it must hold. */
+static clcnn_status meta_get(clcnn_error *e, const clcnn_st_file *f, const char *path, int key,
+                             int c, meta_value *out, int *present) {
+    const meta_field *fd = &fields[key];
+    const char *v = clcnn_st_meta(f, fd->key);
+    char shown[CLCNN_SHOWN_MAX + 4], want[96];
+    *present = v != NULL;
+    if (!v) return CLCNN_SUCCESS;
+    if (meta_parse(fd, v, c, out))
+        return clcnn_fail(e, CLCNN_ERR_FORMAT, "%s: metadata %s='%s' is not %s", path, fd->key,
+                          clcnn_shown(v, CLCNN_SHOWN_MAX, shown), describe(fd, want));
+    return CLCNN_SUCCESS;
+}
+
+/* As meta_get for a field every clcnn checkpoint holds. */
+static clcnn_status meta_need(clcnn_model *m, const clcnn_st_file *f, const char *path, int key,
+                              meta_value *out) {
+    int present = 0;
+    clcnn_status st = meta_get(&m->err, f, path, key, m->in_c, out, &present);
+    if (!st && !present)
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: no '%s' in its metadata", path,
+                          fields[key].key);
+    return st;
+}
+
+/* The metadata values of one save, as text: each formatted through its row. */
 typedef struct ckpt_text {
-    char hash[24], epoch[24], step[24], bie[24], bs[24], seed[24], input[48], ostep[24];
-    char lr[32], mom[32], damp[32], nest[8], wd[32], b1[32], b2[32], eps[32], nodecay[8];
-    char slr[32], total[24], pct[32], ls[32], crop[16], flip[8], mseed[24], norm[128];
-    const char *kind, *schedule;
+    const char *val[N_KEYS];
+    char buf[N_KEYS][NORM_MAX + 1];
 } ckpt_text;
 
-static void format_text(const clcnn_model *m, const clcnn_checkpoint_info_v2 *info, const float *w,
-                        ckpt_text *t) {
-    hex64(t->hash, XXH64(w, m->total * sizeof *w, 0));
-    snprintf(t->epoch, sizeof t->epoch, "%" PRId64, info->epoch);
-    snprintf(t->step, sizeof t->step, "%" PRId64, info->step);
-    snprintf(t->bie, sizeof t->bie, "%" PRId64, info->batch_in_epoch);
-    snprintf(t->bs, sizeof t->bs, "%" PRId64, info->batch_size);
-    snprintf(t->seed, sizeof t->seed, "%" PRIu64, info->seed);
-    snprintf(t->input, sizeof t->input, "%dx%dx%d", m->in_c, m->in_h, m->in_w);
-    snprintf(t->ostep, sizeof t->ostep, "%" PRId64, m->step);
-    snprintf(t->lr, sizeof t->lr, "%.17g", m->opt.lr);
-    snprintf(t->mom, sizeof t->mom, "%.17g", m->opt.momentum);
-    snprintf(t->damp, sizeof t->damp, "%.17g", m->opt.dampening);
-    snprintf(t->nest, sizeof t->nest, "%d", m->opt.nesterov);
-    snprintf(t->wd, sizeof t->wd, "%.17g", m->opt.weight_decay);
-    snprintf(t->b1, sizeof t->b1, "%.17g", m->opt.beta1);
-    snprintf(t->b2, sizeof t->b2, "%.17g", m->opt.beta2);
-    snprintf(t->eps, sizeof t->eps, "%.17g", m->opt.eps);
-    snprintf(t->nodecay, sizeof t->nodecay, "%d", m->opt.no_decay_bn_bias);
-    t->kind = optimizer_names[m->opt.kind];
-    t->schedule = clcnn_schedule_name(info->schedule);
-    snprintf(t->slr, sizeof t->slr, "%.17g", info->schedule_lr);
-    snprintf(t->total, sizeof t->total, "%" PRId64, info->total_steps);
-    snprintf(t->pct, sizeof t->pct, "%.17g", info->pct_start);
-    snprintf(t->ls, sizeof t->ls, "%.17g", info->label_smoothing);
-    snprintf(t->crop, sizeof t->crop, "%d", info->random_crop);
-    snprintf(t->flip, sizeof t->flip, "%d", info->hflip);
-    snprintf(t->mseed, sizeof t->mseed, "%" PRIu64, m->seed);
-    snprintf(t->norm, sizeof t->norm, "%s", info->normalize);
+/* Formats v into t as field key (c: the model's input channels), refusing a value outside the
+ * field's range (which a load would refuse). */
+static clcnn_status meta_put(clcnn_model *m, ckpt_text *t, int key, meta_value v) {
+    const meta_field *fd = &fields[key];
+    char *b = t->buf[key], want[96];
+    size_t size = sizeof t->buf[key];
+    int ok = 1;
+    t->val[key] = b;
+    switch (fd->type) {
+    case META_TEXT: t->val[key] = v.s; break;
+    case META_NORM:
+        ok = norm_ok(v.s, m->in_c);
+        snprintf(b, size, "%s", ok ? v.s : "");
+        break;
+    case META_ENUM:
+        ok = v.i >= 0 && v.i <= fd->hi;
+        snprintf(b, size, "%s", ok ? fd->names[v.i] : "");
+        break;
+    case META_U64: snprintf(b, size, "%" PRIu64, v.u); break;
+    case META_I64:
+        ok = v.i >= fd->lo && v.i <= fd->hi;
+        snprintf(b, size, "%" PRId64, v.i);
+        break;
+    case META_F64:
+        ok = isfinite(v.d) && v.d >= fd->dlo && v.d <= fd->dhi;
+        snprintf(b, size, "%.17g", v.d);
+        break;
+    }
+    if (!ok)
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+                          "cannot save %s = '%s' in a checkpoint: it must be %s", fd->key,
+                          fd->type == META_NORM ? v.s : b, describe(fd, want));
+    return CLCNN_SUCCESS;
+}
+
+static clcnn_status format_text(clcnn_model *m, const clcnn_checkpoint_info_v2 *info,
+                                const float *w, ckpt_text *t, char *hash, char *input) {
+    const clcnn_optimizer_options *o = &m->opt;
+    clcnn_status st = CLCNN_SUCCESS;
+    hex64(hash, XXH64(w, m->total * sizeof *w, 0));
+    snprintf(input, 48, "%dx%dx%d", m->in_c, m->in_h, m->in_w);
+    const struct {
+        int key;
+        meta_value v;
+    } vals[] = {
+        {K_FORMAT, {.s = ckpt_format}},
+        {K_SPEC, {.s = m->spec}},
+        {K_INPUT, {.s = input}},
+        {K_WEIGHTS, {.s = hash}},
+        {K_VERSION, {.s = clcnn_version()}},
+        {K_EPOCH, {.i = info->epoch}},
+        {K_STEP, {.i = info->step}},
+        {K_BIE, {.i = info->batch_in_epoch}},
+        {K_BATCH, {.i = info->batch_size}},
+        {K_SEED, {.u = info->seed}},
+        {K_MSEED, {.u = m->seed}},
+        {K_SCHEDULE, {.i = (int64_t)info->schedule}},
+        {K_SLR, {.d = info->schedule_lr}},
+        {K_TOTAL, {.i = info->total_steps}},
+        {K_PCT, {.d = info->pct_start}},
+        {K_SMOOTH, {.d = info->label_smoothing}},
+        {K_CROP, {.i = info->random_crop}},
+        {K_FLIP, {.i = info->hflip}},
+        {K_NORM, {.s = info->normalize}},
+        {K_OPTIMIZER, {.i = (int64_t)o->kind}},
+        {K_OSTEP, {.i = m->step}},
+        {K_LR, {.d = o->lr}},
+        {K_MOM, {.d = o->momentum}},
+        {K_DAMP, {.d = o->dampening}},
+        {K_NEST, {.i = o->nesterov}},
+        {K_WD, {.d = o->weight_decay}},
+        {K_B1, {.d = o->beta1}},
+        {K_B2, {.d = o->beta2}},
+        {K_EPS, {.d = o->eps}},
+        {K_NODECAY, {.i = o->no_decay_bn_bias}},
+    };
+    if (!memchr(info->normalize, '\0', sizeof info->normalize))
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+                          "the checkpoint's normalisation is not a NUL-terminated string");
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0] && !st; i++)
+        st = meta_put(m, t, vals[i].key, vals[i].v);
+    return st;
+}
+
+/* The metadata pairs of one file (keys in the order given) from t, into meta. Returns the
+ * pair count. */
+static int meta_pairs(const ckpt_text *t, const int *keys, int n, const char **meta) {
+    for (int i = 0; i < n; i++)
+        meta[2 * i] = fields[keys[i]].key, meta[2 * i + 1] = t->val[keys[i]];
+    return n;
 }
 
 /* Writes the optimizer-state file (the s1./s2. tensors present and the optimizer settings)
@@ -317,25 +599,8 @@ static clcnn_status write_state_tmp(clcnn_model *m, const char *spath, const flo
             entry_for(&m->params[i], names[n], &d2, &ents[n]), n++;
         }
     }
-    /* clang-format off */
-    const char *meta[2 * META_MAX] = {
-        "format",         ckpt_format,
-        "weights_xxh64",  t->hash,
-        "optimizer",      t->kind,
-        "optimizer_step", t->ostep,
-        "lr",             t->lr,
-        "momentum",       t->mom,
-        "dampening",      t->damp,
-        "nesterov",       t->nest,
-        "weight_decay",   t->wd,
-        "beta1",          t->b1,
-        "beta2",          t->b2,
-        "eps",            t->eps,
-        "no_decay_bn_bias", t->nodecay,
-        "epoch",          t->epoch,
-        "step",           t->step};
-    /* clang-format on */
-    int nm = add_checksum(ents, n, meta, 15, hex);
+    const char *meta[2 * META_MAX];
+    int nm = add_checksum(ents, n, meta, meta_pairs(t, state_keys, N_STATE_KEYS, meta), hex);
     if (nm < 0) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     return clcnn_st_write_tmp(spath, ents, n, meta, nm, tmp, &m->err);
 }
@@ -346,31 +611,11 @@ static clcnn_status write_weights_tmp(clcnn_model *m, const char *path, const ho
                                       const ckpt_text *t, clcnn_st_entry *ents,
                                       clcnn_tmpfile *tmp) {
     char hex[24];
+    const char *meta[2 * META_MAX];
     for (int i = 0; i < m->n_params; i++)
         entry_for(&m->params[i], m->params[i].name, w, &ents[i]);
-    /* clang-format off */
-    const char *meta[2 * META_MAX] = {
-        "format",         ckpt_format,
-        "spec",           m->spec,
-        "input",          t->input,
-        "epoch",          t->epoch,
-        "step",           t->step,
-        "batch_in_epoch", t->bie,
-        "batch_size",     t->bs,
-        "seed",           t->seed,
-        "weights_xxh64",  t->hash,
-        "clcnn_version",  clcnn_version(),
-        "schedule",       t->schedule,
-        "schedule_lr",    t->slr,
-        "total_steps",    t->total,
-        "pct_start",      t->pct,
-        "label_smoothing", t->ls,
-        "random_crop",    t->crop,
-        "hflip",          t->flip,
-        "model_seed",     t->mseed,
-        "normalize",      t->norm};
-    /* clang-format on */
-    int nm = add_checksum(ents, m->n_params, meta, 19, hex);
+    int nm = add_checksum(ents, m->n_params, meta,
+                          meta_pairs(t, weights_keys, N_WEIGHTS_KEYS, meta), hex);
     if (nm < 0) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     return clcnn_st_write_tmp(path, ents, m->n_params, meta, nm, tmp, &m->err);
 }
@@ -383,12 +628,10 @@ clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *m, const char *path,
     clcnn_st_entry *ents = NULL;
     char(*names)[CKPT_NAME_MAX] = NULL;
     clcnn_tmpfile stmp = {NULL, -1}, wtmp = {NULL, -1};
-    char spath[4200];
+    char spath[4200], hash[24], input[48];
     ckpt_text t;
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!path || !info) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL argument");
-    if (info->epoch < 0 || info->step < 0 || info->batch_in_epoch < 0 || info->batch_size < 0)
-        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "negative checkpoint position");
     sweep_folder(path);
     if ((st = read_all(m, m->p, &w))) goto done;
     wd.w = w;
@@ -401,7 +644,7 @@ clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *m, const char *path,
         st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
         goto done;
     }
-    format_text(m, info, w, &t);
+    if ((st = format_text(m, info, w, &t, hash, input))) goto done;
     /* Both files are written and fsync'd under temporary names before either replaces its
      * predecessor, so a failed write (disk full) leaves an existing pair at these paths whole
      * and loadable. Then the state is renamed first: a crash between the two renames leaves an
@@ -594,86 +837,118 @@ static void free_dict(host_dict *d) {
     free(d->stats);
 }
 
+/* What a file's "format" says: a /2 or /1 clcnn checkpoint, another clcnn format (a newer
+ * clcnn's, refused: nothing here can tell what its fields mean), or none of clcnn's (a plain
+ * state_dict, such as PyTorch's or Hugging Face's save_file, whose "format" is "pt"). */
+enum { FMT_PLAIN, FMT_V1, FMT_V2 };
+static clcnn_status format_of(const clcnn_st_file *f, const char *path, clcnn_error *e, int *kind) {
+    const char *fmt = clcnn_st_meta(f, "format");
+    static const char prefix[] = "clcnn-checkpoint/";
+    char shown[CLCNN_SHOWN_MAX + 4];
+    *kind = FMT_PLAIN;
+    if (!fmt || strncmp(fmt, prefix, sizeof prefix - 1) != 0) return CLCNN_SUCCESS;
+    if (!strcmp(fmt, ckpt_format)) return *kind = FMT_V2, CLCNN_SUCCESS;
+    if (!strcmp(fmt, ckpt_format_v1)) return *kind = FMT_V1, CLCNN_SUCCESS;
+    return clcnn_fail(e, CLCNN_ERR_FORMAT,
+                      "%s is a checkpoint of format '%s', which this clcnn (%s) cannot read: it "
+                      "reads %s (and the weights of %s)",
+                      path, clcnn_shown(fmt, CLCNN_SHOWN_MAX, shown), clcnn_version(), ckpt_format,
+                      ckpt_format_v1);
+}
+
+/* The normalisation a /2 weights file records, for a model of c input channels, into *out
+ * (mean then std, c values each; freed by the caller): "" (trained on unnormalised inputs) is
+ * mean 0, std 1; a file that records none (older than the field) leaves *out NULL. */
+static clcnn_status read_norm(clcnn_model *m, const clcnn_st_file *f, const char *path,
+                              float **out) {
+    meta_value v;
+    int present = 0;
+    clcnn_status st = meta_get(&m->err, f, path, K_NORM, m->in_c, &v, &present);
+    *out = NULL;
+    if (st || !present) return st;
+    float *n = malloc(2 * (size_t)m->in_c * sizeof *n);
+    if (!n) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    for (int k = 0; k < m->in_c; k++)
+        n[k] = 0.0f, n[m->in_c + k] = 1.0f;
+    if (v.s[0]) parse_norm(v.s, m->in_c, n, n + m->in_c); /* checked by meta_get */
+    *out = n;
+    return CLCNN_SUCCESS;
+}
+
+/* The model takes the normalisation of the file it loaded (NULL: none recorded). */
+static void take_norm(clcnn_model *m, float **norm) {
+    free(m->norm);
+    m->norm = *norm;
+    *norm = NULL;
+}
+
+static clcnn_status read_position(clcnn_model *m, const clcnn_st_file *f, const char *path,
+                                  clcnn_checkpoint_info_v2 *at);
+
 clcnn_status clcnn_model_load_weights(clcnn_model *m, const char *path) {
     clcnn_st_file f = {0};
     host_dict d = {NULL, NULL, 0};
-    float *w = NULL;
+    float *w = NULL, *norm = NULL;
     clcnn_status st;
+    clcnn_checkpoint_info_v2 at;
     char hash[24];
+    int kind = FMT_PLAIN;
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!path) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL path");
     if ((st = clcnn_st_read_max(&f, path, max_file_bytes(m), &m->err))) return st;
+    if ((st = format_of(&f, path, &m->err, &kind))) goto done;
     if ((st = alloc_dict(m, &d))) goto done;
     w = d.w;
     if ((st = load_weights_from(m, &f, path, &d))) goto done;
     /* A clcnn checkpoint is checked as a resume would check it; a plain state_dict (PyTorch's
      * save_file) carries no checksum and loads as it is. */
-    const char *fmt = clcnn_st_meta(&f, "format");
-    if (fmt && !strcmp(fmt, ckpt_format)) {
+    if (kind == FMT_V2) {
         if ((st = verify_weights(m, &f, path, w, hash))) goto done;
+        if ((st = read_position(m, &f, path, &at))) goto done;
+        if ((st = read_norm(m, &f, path, &norm))) goto done;
         if ((st = verify_content(m, &f, path))) goto done;
-    } else if (fmt && !strcmp(fmt, ckpt_format_v1)) {
+    } else if (kind == FMT_V1) {
         if ((st = verify_weights(m, &f, path, w, hash))) goto done;
     }
     cl_mem p = NULL;
     if ((st = upload_new(m, &p, w, "parameters"))) goto done;
     clReleaseMemObject(m->p);
     m->p = p;
+    take_norm(m, &norm);
     st = write_stats(m, &d);
 done:
+    free(norm);
     free_dict(&d);
     clcnn_st_free(&f);
     return st;
-}
-
-static int64_t meta_i64(const clcnn_st_file *f, const char *key, int *ok) {
-    const char *v = clcnn_st_meta(f, key);
-    char *end = NULL;
-    if (!v) return *ok = 0, 0;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end) *ok = 0;
-    return (int64_t)x;
-}
-
-static double meta_f64(const clcnn_st_file *f, const char *key, int *ok) {
-    const char *v = clcnn_st_meta(f, key);
-    char *end = NULL;
-    if (!v) return *ok = 0, 0;
-    double x = strtod(v, &end);
-    if (end == v || *end) *ok = 0;
-    return x;
 }
 
 /* The optimizer settings and step count recorded in a state file, checked as
  * clcnn_model_set_optimizer would check them. */
 static clcnn_status read_optimizer(clcnn_model *m, const clcnn_st_file *s, const char *spath,
                                    clcnn_optimizer_options *o, int64_t *ostep) {
-    const char *kind = clcnn_st_meta(s, "optimizer");
-    char shown[CLCNN_SHOWN_MAX + 4];
     clcnn_error e;
-    int ok = 1, k = 0;
-    clcnn_optimizer_defaults(o, CLCNN_OPTIMIZER_SGD);
-    while (kind && k < 3 && strcmp(kind, optimizer_names[k]) != 0)
-        k++;
-    if (!kind || k == 3)
-        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: unknown optimizer '%s'", spath,
-                          clcnn_shown(kind ? kind : "", CLCNN_SHOWN_MAX, shown));
-    o->kind = (clcnn_optimizer_kind)k;
-    o->lr = meta_f64(s, "lr", &ok);
-    o->momentum = meta_f64(s, "momentum", &ok);
-    o->dampening = meta_f64(s, "dampening", &ok);
-    o->nesterov = (int)meta_i64(s, "nesterov", &ok);
-    o->weight_decay = meta_f64(s, "weight_decay", &ok);
-    o->beta1 = meta_f64(s, "beta1", &ok);
-    o->beta2 = meta_f64(s, "beta2", &ok);
-    o->eps = meta_f64(s, "eps", &ok);
+    meta_value v[N_KEYS];
+    static const int keys[] = {K_OPTIMIZER, K_OSTEP, K_LR, K_MOM, K_DAMP,
+                               K_NEST,      K_WD,    K_B1, K_B2,  K_EPS};
+    clcnn_status st;
+    int present = 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if ((st = meta_need(m, s, spath, keys[i], &v[keys[i]]))) return st;
     /* Newer than the format: a file without it trained with decay on every parameter. */
-    o->no_decay_bn_bias =
-        clcnn_st_meta(s, "no_decay_bn_bias") ? (int)meta_i64(s, "no_decay_bn_bias", &ok) : 0;
-    *ostep = meta_i64(s, "optimizer_step", &ok);
-    if (!ok || *ostep < 0 || (o->no_decay_bn_bias != 0 && o->no_decay_bn_bias != 1))
-        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: bad optimizer metadata", spath);
+    v[K_NODECAY].i = 0;
+    if ((st = meta_get(&m->err, s, spath, K_NODECAY, m->in_c, &v[K_NODECAY], &present))) return st;
+    clcnn_optimizer_defaults(o, (clcnn_optimizer_kind)v[K_OPTIMIZER].i);
+    o->lr = v[K_LR].d;
+    o->momentum = v[K_MOM].d;
+    o->dampening = v[K_DAMP].d;
+    o->nesterov = (int)v[K_NEST].i;
+    o->weight_decay = v[K_WD].d;
+    o->beta1 = v[K_B1].d;
+    o->beta2 = v[K_B2].d;
+    o->eps = v[K_EPS].d;
+    o->no_decay_bn_bias = (int)v[K_NODECAY].i;
+    *ostep = v[K_OSTEP].i;
     if (clcnn_optimizer_check(o, &e))
         return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: bad optimizer settings: %s", spath,
                           e.msg);
@@ -720,14 +995,17 @@ static clcnn_status read_states(clcnn_model *m, const clcnn_st_file *s, const ch
 /* Whether f is a /2 clcnn checkpoint of this model, with a message that says what to do when
  * it is not. */
 static clcnn_status check_checkpoint(clcnn_model *m, const clcnn_st_file *f, const char *path) {
-    const char *fmt = clcnn_st_meta(f, "format"), *spec = clcnn_st_meta(f, "spec");
+    const char *spec = clcnn_st_meta(f, "spec");
     char a[200], b[200];
-    if (fmt && !strcmp(fmt, ckpt_format_v1))
+    clcnn_status st;
+    int kind = FMT_PLAIN;
+    if ((st = format_of(f, path, &m->err, &kind))) return st;
+    if (kind == FMT_V1)
         return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
                           "%s was written by an older clcnn (%s), whose checksum covers only the "
                           "weights; it cannot be resumed, but --init loads its weights",
                           path, ckpt_format_v1);
-    if (!fmt || strcmp(fmt, ckpt_format) != 0)
+    if (kind != FMT_V2)
         return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
                           "%s is not a clcnn checkpoint (no format '%s' in its metadata); use "
                           "--init for plain weights",
@@ -738,49 +1016,48 @@ static clcnn_status check_checkpoint(clcnn_model *m, const clcnn_st_file *f, con
     return CLCNN_SUCCESS;
 }
 
-/* The training settings recorded in a weights file (schedule, label smoothing, augmentation).
- * They are newer than the format: a file without them trained with a constant lr, no
- * smoothing and no augmentation. */
+/* The training settings recorded in a weights file (schedule, label smoothing, augmentation,
+ * normalisation). They are newer than the format: a file without them trained with a constant
+ * lr, no smoothing and no augmentation. */
 static clcnn_status read_training(clcnn_model *m, const clcnn_st_file *f, const char *path,
                                   clcnn_checkpoint_info_v2 *at) {
-    const char *name = clcnn_st_meta(f, "schedule");
-    char shown[CLCNN_SHOWN_MAX + 4];
-    int ok = 1, kind = name ? clcnn_schedule_parse(name) : CLCNN_SCHEDULE_CONSTANT;
-    if (kind < 0)
-        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: unknown learning-rate schedule '%s'",
-                          path, clcnn_shown(name, CLCNN_SHOWN_MAX, shown));
-    at->schedule = (clcnn_schedule_kind)kind;
+    static const int keys[] = {K_SLR, K_TOTAL, K_PCT, K_SMOOTH, K_CROP, K_FLIP};
+    meta_value v[N_KEYS];
+    clcnn_status st;
+    int present = 0;
+    at->schedule = CLCNN_SCHEDULE_CONSTANT;
     at->pct_start = 0.3;
-    if (!name) return CLCNN_SUCCESS;
-    at->schedule_lr = meta_f64(f, "schedule_lr", &ok);
-    at->total_steps = meta_i64(f, "total_steps", &ok);
-    at->pct_start = meta_f64(f, "pct_start", &ok);
-    at->label_smoothing = meta_f64(f, "label_smoothing", &ok);
-    at->random_crop = (int)meta_i64(f, "random_crop", &ok);
-    at->hflip = (int)meta_i64(f, "hflip", &ok);
-    const char *norm = clcnn_st_meta(f, "normalize");
-    if (norm) snprintf(at->normalize, sizeof at->normalize, "%s", norm);
-    if (!ok || !(at->schedule_lr >= 0 && at->schedule_lr <= 1e300) || at->total_steps < 0 ||
-        !(at->pct_start >= 0 && at->pct_start <= 1) ||
-        !(at->label_smoothing >= 0 && at->label_smoothing <= 1) || at->random_crop < 0 ||
-        at->random_crop > CLCNN_MAX_CROP || (at->hflip != 0 && at->hflip != 1))
-        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
-                          "%s: bad schedule/label smoothing/augmentation metadata", path);
+    if ((st = meta_get(&m->err, f, path, K_SCHEDULE, m->in_c, &v[K_SCHEDULE], &present)) ||
+        !present)
+        return st;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if ((st = meta_need(m, f, path, keys[i], &v[keys[i]]))) return st;
+    at->schedule = (clcnn_schedule_kind)v[K_SCHEDULE].i;
+    at->schedule_lr = v[K_SLR].d;
+    at->total_steps = v[K_TOTAL].i;
+    at->pct_start = v[K_PCT].d;
+    at->label_smoothing = v[K_SMOOTH].d;
+    at->random_crop = (int)v[K_CROP].i;
+    at->hflip = (int)v[K_FLIP].i;
+    if ((st = meta_get(&m->err, f, path, K_NORM, m->in_c, &v[K_NORM], &present))) return st;
+    if (present) snprintf(at->normalize, sizeof at->normalize, "%s", v[K_NORM].s);
     return CLCNN_SUCCESS;
 }
 
 /* The position in the run recorded in a weights file, and its training settings. */
 static clcnn_status read_position(clcnn_model *m, const clcnn_st_file *f, const char *path,
                                   clcnn_checkpoint_info_v2 *at) {
-    int ok = 1;
+    static const int keys[] = {K_EPOCH, K_STEP, K_BIE, K_BATCH, K_SEED};
+    meta_value v[N_KEYS];
+    clcnn_status st;
     memset(at, 0, sizeof *at);
-    at->epoch = meta_i64(f, "epoch", &ok);
-    at->step = meta_i64(f, "step", &ok);
-    at->batch_in_epoch = meta_i64(f, "batch_in_epoch", &ok);
-    at->seed = (uint64_t)meta_i64(f, "seed", &ok);
-    at->batch_size = meta_i64(f, "batch_size", &ok);
-    if (!ok || at->epoch < 0 || at->step < 0 || at->batch_in_epoch < 0 || at->batch_size < 0)
-        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: bad epoch/step/seed metadata", path);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if ((st = meta_need(m, f, path, keys[i], &v[keys[i]]))) return st;
+    at->epoch = v[K_EPOCH].i;
+    at->step = v[K_STEP].i;
+    at->batch_in_epoch = v[K_BIE].i;
+    at->seed = v[K_SEED].u;
+    at->batch_size = v[K_BATCH].i;
     return read_training(m, f, path, at);
 }
 
@@ -801,6 +1078,9 @@ static clcnn_status read_state_file(clcnn_model *m, clcnn_st_file *s, const char
                           "two different saves",
                           spath, path);
     if ((st = read_optimizer(m, s, spath, o, ostep))) return st;
+    meta_value v;
+    if ((st = meta_need(m, s, spath, K_EPOCH, &v)) || (st = meta_need(m, s, spath, K_STEP, &v)))
+        return st;
     if ((st = read_states(m, s, spath, clcnn_optimizer_states(o), host))) return st;
     if (!sfmt || strcmp(sfmt, ckpt_format) != 0)
         return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: not a clcnn optimizer-state file", spath);
@@ -831,11 +1111,13 @@ clcnn_status clcnn_model_load_checkpoint_v2(clcnn_model *m, const char *path,
                                             clcnn_checkpoint_info_v2 *info) {
     clcnn_st_file f = {0}, s = {0};
     host_dict d = {NULL, NULL, 0};
-    float *w = NULL, *host[2] = {NULL, NULL};
+    float *w = NULL, *host[2] = {NULL, NULL}, *norm = NULL;
     char hash[24];
     clcnn_checkpoint_info_v2 at;
     clcnn_optimizer_options o;
     int64_t ostep = 0;
+    meta_value mseed = {.u = 0};
+    int has_mseed = 0;
     clcnn_status st;
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!path || !info) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL argument");
@@ -848,18 +1130,21 @@ clcnn_status clcnn_model_load_checkpoint_v2(clcnn_model *m, const char *path,
     if ((st = load_weights_from(m, &f, path, &d))) goto done;
     if ((st = verify_weights(m, &f, path, w, hash))) goto done;
     if ((st = read_position(m, &f, path, &at))) goto done;
+    /* The model's own seed drives its dropout streams; checkpoints before it was recorded keep
+     * the model's. */
+    if ((st = meta_get(&m->err, &f, path, K_MSEED, m->in_c, &mseed, &has_mseed))) goto done;
+    if ((st = read_norm(m, &f, path, &norm))) goto done;
     if ((st = verify_content(m, &f, path))) goto done;
     if ((st = read_state_file(m, &s, path, hash, &o, &ostep, host))) goto done;
     if ((st = swap_in(m, w, host, clcnn_optimizer_states(&o)))) goto done;
     m->opt = o;
     m->step = ostep;
-    /* The model's own seed drives its dropout streams; checkpoints before it was recorded keep
-     * the model's. */
-    const char *ms = clcnn_st_meta(&f, "model_seed");
-    if (ms) m->seed = strtoull(ms, NULL, 10);
+    if (has_mseed) m->seed = mseed.u;
+    take_norm(m, &norm);
     *info = at;
     st = write_stats(m, &d);
 done:
+    free(norm);
     free_dict(&d);
     free(host[0]);
     free(host[1]);
@@ -883,9 +1168,10 @@ clcnn_status clcnn_checkpoint_peek(const char *path, char *spec, size_t spec_siz
     clcnn_st_file f = {0};
     clcnn_error e = {0};
     clcnn_status st;
-    int cc = 0, hh = 0, ww = 0;
+    int cc = 0, hh = 0, ww = 0, kind = FMT_PLAIN;
     if (!path) return CLCNN_ERR_INVALID_ARGUMENT;
     st = clcnn_st_read_header(&f, path, &e);
+    if (!st) st = format_of(&f, path, &e, &kind);
     if (!st) {
         const char *sp = clcnn_st_meta(&f, "spec"), *in = clcnn_st_meta(&f, "input");
         char end;
@@ -908,22 +1194,40 @@ clcnn_status clcnn_checkpoint_peek(const char *path, char *spec, size_t spec_siz
     return st;
 }
 
-clcnn_status clcnn_checkpoint_peek_normalize(const char *path, char *norm, size_t size, char *err,
-                                             size_t errsize) {
+clcnn_status clcnn_checkpoint_peek_normalize_v2(const char *path, char *norm, size_t size,
+                                                int *recorded, char *err, size_t errsize) {
     clcnn_st_file f = {0};
     clcnn_error e = {0};
+    int kind = FMT_PLAIN, present = 0, c = 0, h = 0, w = 0;
+    char end;
+    meta_value v;
     if (!path || !norm || size == 0) return CLCNN_ERR_INVALID_ARGUMENT;
-    clcnn_status st = clcnn_st_read_header(&f, path, &e);
     norm[0] = '\0';
-    if (!st) {
-        const char *v = clcnn_st_meta(&f, "normalize");
-        if (v && strlen(v) >= size)
+    if (recorded) *recorded = 0;
+    clcnn_status st = clcnn_st_read_header(&f, path, &e);
+    if (!st) st = format_of(&f, path, &e, &kind);
+    /* Only a /2 checkpoint records a normalisation; in any other file the key means nothing. */
+    if (!st && kind == FMT_V2) {
+        const char *in = clcnn_st_meta(&f, "input");
+        if (!in || sscanf(in, "%dx%dx%d%c", &c, &h, &w, &end) != 3 || c <= 0)
+            st = clcnn_fail(&e, CLCNN_ERR_FORMAT,
+                            "%s is not a clcnn checkpoint (no input shape in its metadata)", path);
+        else
+            st = meta_get(&e, &f, path, K_NORM, c, &v, &present);
+        if (!st && present && strlen(v.s) >= size)
             st = clcnn_fail(&e, CLCNN_ERR_INVALID_ARGUMENT, "%s: its normalisation needs %zu bytes",
-                            path, strlen(v) + 1);
-        else if (v)
-            memcpy(norm, v, strlen(v) + 1);
+                            path, strlen(v.s) + 1);
+        else if (!st && present) {
+            memcpy(norm, v.s, strlen(v.s) + 1);
+            if (recorded) *recorded = 1;
+        }
     }
     if (st && err && errsize) snprintf(err, errsize, "%s", e.msg);
     clcnn_st_free(&f);
     return st;
+}
+
+clcnn_status clcnn_checkpoint_peek_normalize(const char *path, char *norm, size_t size, char *err,
+                                             size_t errsize) {
+    return clcnn_checkpoint_peek_normalize_v2(path, norm, size, NULL, err, errsize);
 }

@@ -108,6 +108,7 @@ void clcnn_dataset_free(clcnn_dataset *ds) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) clReleaseMemObject(*bufs[i]);
     free(ds->host_order);
+    free(ds->norm_set);
     free(ds);
 }
 
@@ -137,7 +138,12 @@ clcnn_status clcnn_dataset_set_normalize(clcnn_dataset *ds, const float *mean, c
     if (!ds) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!mean || !std) return clcnn_fail(&ds->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL mean/std");
     float *norm = malloc(2 * (size_t)ds->c * sizeof *norm);
-    if (!norm) return clcnn_fail(&ds->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    float *set = ds->norm_set ? ds->norm_set : malloc(2 * (size_t)ds->c * sizeof *set);
+    if (!norm || !set) {
+        free(norm);
+        if (set != ds->norm_set) free(set);
+        return clcnn_fail(&ds->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    }
     for (int k = 0; k < ds->c; k++) {
         /* The kernel computes (x - mean) * (1 / std) in float for pixels x in [0, 1]. With std
          * a normal float, 1/std is finite (at most 2^126); the result is monotonic in x, so it
@@ -146,6 +152,7 @@ clcnn_status clcnn_dataset_set_normalize(clcnn_dataset *ds, const float *mean, c
         float at0 = (0.0f - mean[k]) * inv, at1 = (1.0f - mean[k]) * inv;
         if (!isfinite(mean[k]) || inv == 0.0f || !isfinite(at0) || !isfinite(at1)) {
             free(norm);
+            if (set != ds->norm_set) free(set);
             return clcnn_fail(&ds->err, CLCNN_ERR_INVALID_ARGUMENT,
                               "normalisation of channel %d: mean %.9g and std %.9g must be finite "
                               "floats with std at least %.9g (the smallest normal float, so that "
@@ -159,7 +166,15 @@ clcnn_status clcnn_dataset_set_normalize(clcnn_dataset *ds, const float *mean, c
     cl_int rc = clEnqueueWriteBuffer(ds->ctx->queue, ds->norm, CL_TRUE, 0,
                                      2 * (size_t)ds->c * sizeof *norm, norm, 0, NULL, NULL);
     free(norm);
-    if (rc != CL_SUCCESS) return ds_cl_fail(ds, rc, "uploading the normalisation");
+    if (rc != CL_SUCCESS) {
+        /* What the device holds is not known: the next batch must not trust the record. */
+        free(set);
+        ds->norm_set = NULL;
+        return ds_cl_fail(ds, rc, "uploading the normalisation");
+    }
+    ds->norm_set = set;
+    memcpy(set, mean, (size_t)ds->c * sizeof *set);
+    memcpy(set + ds->c, std, (size_t)ds->c * sizeof *set);
     return CLCNN_SUCCESS;
 }
 

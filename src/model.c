@@ -180,6 +180,7 @@ void clcnn_model_free(clcnn_model *m) {
     free(m->nodes);
     free(m->params);
     free(m->spec);
+    free(m->norm);
     free(m);
 }
 

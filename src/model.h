@@ -46,6 +46,9 @@ struct clcnn_model {
     clcnn_node_ws shared; /* floats allocated in col, rows, xpad, wflip */
     /* The loss's label smoothing, 0..1, as given (clcnn_model_set_label_smoothing). */
     double label_smoothing;
+    /* The input normalisation the weights were trained with, mean[in_c] then std[in_c]
+     * (clcnn_model_set_normalize, or the checkpoint a load read); NULL when not known. */
+    float *norm;
     /* The index of the staged batch's first sample within the step's global batch: a
      * data-parallel share's offset (0 on one device). Dropout draws by global sample. */
     int sample0;

@@ -268,6 +268,10 @@ static clcnn_status sync_state(clcnn_replicas *r) {
             return st;
         }
         m->label_smoothing = m0->label_smoothing;
+        if ((st = clcnn_model_set_normalize(m, m0->norm, m0->norm ? m0->norm + m0->in_c : NULL))) {
+            r->err = m->err;
+            return st;
+        }
     }
     for (int i = 0; i < r->n; i++) {
         r->reps[i].m->step = (int64_t)counts[0];

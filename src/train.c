@@ -2,6 +2,7 @@
  * the order that (seed, epoch) fixes (resumable at any batch), the learning-rate schedule,
  * progress and per-batch hooks, and evaluation. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "replicas.h"
@@ -34,6 +35,61 @@ void clcnn_augment_sample(uint64_t seed, int64_t epoch, int sample, int random_c
 
 /* ---- the loop ------------------------------------------------------------------------------ */
 
+/* A model whose weights were trained on normalised inputs is fed them so: a data set without a
+ * normalisation of its own takes the model's, one with another is refused. */
+static clcnn_status agree_norm(clcnn_model *m, clcnn_dataset *ds) {
+    const float *want = m->norm, *have = ds->norm_set;
+    int c = m->in_c, identity = 1;
+    if (!want) return CLCNN_SUCCESS;
+    if (!have) {
+        for (int k = 0; k < c; k++)
+            identity = identity && want[k] == 0.0f && want[c + k] == 1.0f;
+        if (identity) return CLCNN_SUCCESS; /* what the data set does already */
+        clcnn_status st = clcnn_dataset_set_normalize(ds, want, want + c);
+        if (st) m->err = ds->err;
+        return st;
+    }
+    for (int k = 0; k < c; k++)
+        if (have[k] != want[k] || have[c + k] != want[c + k])
+            return clcnn_fail(
+                &m->err, CLCNN_ERR_INVALID_ARGUMENT,
+                "the data set is normalised with mean %.9g, std %.9g (channel %d) but "
+                "the model's weights were trained with mean %.9g, std %.9g "
+                "(clcnn_model_get_normalize); clcnn_model_set_normalize changes the "
+                "model's",
+                (double)have[k], (double)have[c + k], k, (double)want[k], (double)want[c + k]);
+    return CLCNN_SUCCESS;
+}
+
+clcnn_status clcnn_model_set_normalize(clcnn_model *m, const float *mean, const float *std) {
+    if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
+    if (!mean != !std)
+        return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "mean and std: both or neither");
+    float *n = NULL;
+    if (mean) {
+        for (int k = 0; k < m->in_c; k++)
+            if (!(std[k] > 0.0f) || !isfinite(std[k]) || !isfinite(mean[k]))
+                return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
+                                  "normalisation of channel %d: std %g must be > 0 and mean %g "
+                                  "finite",
+                                  k, (double)std[k], (double)mean[k]);
+        if (!(n = malloc(2 * (size_t)m->in_c * sizeof *n)))
+            return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+        memcpy(n, mean, (size_t)m->in_c * sizeof *n);
+        memcpy(n + m->in_c, std, (size_t)m->in_c * sizeof *n);
+    }
+    free(m->norm);
+    m->norm = n;
+    return CLCNN_SUCCESS;
+}
+
+int clcnn_model_get_normalize(const clcnn_model *m, float *mean, float *std) {
+    if (!m || !m->norm) return 0;
+    if (mean) memcpy(mean, m->norm, (size_t)m->in_c * sizeof *mean);
+    if (std) memcpy(std, m->norm + m->in_c, (size_t)m->in_c * sizeof *std);
+    return 1;
+}
+
 clcnn_status clcnn_stage_batch(clcnn_model *m, clcnn_dataset *ds, int first, int n, int use_order,
                                clcnn_augment aug) {
     clcnn_status st;
@@ -45,6 +101,7 @@ clcnn_status clcnn_stage_batch(clcnn_model *m, clcnn_dataset *ds, int first, int
         return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
                           "the data set's images are %d x %d x %d but the model takes %d x %d x %d",
                           ds->c, ds->h, ds->w, m->in_c, m->in_h, m->in_w);
+    if ((st = agree_norm(m, ds))) return st;
     if (ds->max_label >= m->out_size)
         return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
                           "the data set has label %d but the model has only %d outputs",

@@ -14,6 +14,7 @@ struct clcnn_dataset {
     int max_label;                      /* the largest label, checked against the model's outputs */
     cl_mem images, labels, order, norm; /* uint8 CHW images, uint8 labels, int order, mean|1/std */
     int *host_order;                    /* the order of the current epoch (set_epoch) */
+    float *norm_set; /* mean[c] then std[c] as clcnn_dataset_set_normalize took them; NULL: none */
 };
 
 #endif
