@@ -135,6 +135,41 @@ else
     grep -qF "$want" "$work/E2.out"; check "eval-only --init" $? "$(cat "$work/E2.out")"
 fi
 
+# A checkpoint's recorded normalisation reaches every path that evaluates from it: --eval-only
+# --init gives what --eval-only --resume gives (a far-off normalisation, so that leaving it out
+# changes the result). A plain state_dict (the same weights without clcnn's metadata) records
+# none and takes --normalize as given.
+"$bin" --data "$work/data" --batch-size 32 --seed 7 --lr 0.05 --max-steps 2 --no-tensorboard \
+    --normalize 0.9,0.05 --model "conv(4,3,pad=1) relu maxpool(2) flatten linear(10)" \
+    --save-dir "$work/N" >"$work/N.out" 2>&1
+check "run N" $? "$(cat "$work/N.out")"
+nk=$work/N/epoch_1.safetensors
+"$bin" --data "$work/data" --batch-size 32 --eval-only --resume "$nk" >"$work/N1.out" 2>&1
+check "N eval-only --resume" $? "$(cat "$work/N1.out")"
+"$bin" --data "$work/data" --batch-size 32 --eval-only --init "$nk" \
+    --model "conv(4,3,pad=1) relu maxpool(2) flatten linear(10)" >"$work/N2.out" 2>&1
+check "N eval-only --init" $? "$(cat "$work/N2.out")"
+nres=$(sed -n 's/^epoch [0-9]*: \(test loss .*\)$/\1/p' "$work/N1.out")
+ninit=$(sed -n 's/^epoch [0-9]*: \(test loss .*\)$/\1/p' "$work/N2.out")
+[ -n "$nres" ] && [ "$nres" = "$ninit" ]
+check "N --init evaluates as --resume" $? "--resume: '$nres', --init: '$ninit'"
+python3 - "$nk" "$work/Nplain.safetensors" <<'EOF3'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h.pop("__metadata__")
+j = json.dumps(h).encode()
+j += b" " * (-len(j) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
+EOF3
+"$bin" --data "$work/data" --batch-size 32 --eval-only --init "$work/Nplain.safetensors" \
+    --normalize 0.9,0.05 --model "conv(4,3,pad=1) relu maxpool(2) flatten linear(10)" \
+    >"$work/N3.out" 2>&1
+nplain=$(sed -n 's/^epoch [0-9]*: \(test loss .*\)$/\1/p' "$work/N3.out")
+[ -n "$nres" ] && [ "$nres" = "$nplain" ]
+check "N plain --init takes --normalize" $? "--resume: '$nres', plain --init: '$nplain' $(cat "$work/N3.out")"
+
 # Bad inputs: one line on stderr, non-zero exit, nothing overwritten. Each row is
 # "arguments|text the error line must contain"; a row without that text fails, since an empty
 # pattern would match any message.
@@ -170,6 +205,8 @@ done <<EOF2
 --data "$work/data" --resume "$work/D/model/epoch_1.safetensors" --label-smoothing 0 --save-dir "$work/A/model"|--label-smoothing 0 conflicts
 --data "$work/data" --save-dir /proc/clcnn-cannot-write|--save-dir
 --data "$work/data" --dataset mnist --save-dir "$work/A/model"|no train-images-idx3-ubyte
+--data "$work/data" --eval-only --init "$work/N/epoch_1.safetensors" --normalize 0.5,0.25 --model "conv(4,3,pad=1) relu maxpool(2) flatten linear(10)"|--init: --normalize 0.5,0.25 conflicts with the checkpoint's 0.9,0.05
+--data "$work/data" --init "$work/N/epoch_1.safetensors" --normalize 0.5,0.25 --model "conv(4,3,pad=1) relu maxpool(2) flatten linear(10)" --save-dir "$work/A/model"|--init: --normalize 0.5,0.25 conflicts
 EOF2
 [ "$before" = "$(md5sum "$work/A/model/epoch_2.safetensors")" ]; check "nothing overwritten" $? "epoch_2 changed"
 

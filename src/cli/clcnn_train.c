@@ -1197,23 +1197,33 @@ typedef struct resume_peek {
     char normalize[128]; /* the --normalize the run trained with ("" none) */
 } resume_peek;
 
-/* --resume's normalisation: the checkpoint's, unless --normalize (or the --model preset's
- * recipe) gives the same; another one is refused, as for the other settings. */
-static int resume_normalize(cli_options *o, resume_peek *ck) {
+/* The normalisation of the checkpoint a run starts from (--resume, or --init, also for
+ * --eval-only): the checkpoint's, unless --normalize (or the --model preset's recipe) gives the
+ * same; another one is refused, as for the other settings. A file that records none (a plain
+ * PyTorch state_dict, a checkpoint older than the record) keeps --normalize as given. */
+static int checkpoint_normalize(cli_options *o, resume_peek *ck) {
+    const char *opt = o->resume ? "--resume" : "--init", *path = o->resume ? o->resume : o->init;
     char err[1100];
-    if (clcnn_checkpoint_peek_normalize(o->resume, ck->normalize, sizeof ck->normalize, err,
-                                        sizeof err)) {
-        say("--resume: %s", err);
+    int recorded = 0;
+    if (clcnn_checkpoint_peek_normalize_v2(path, ck->normalize, sizeof ck->normalize, &recorded,
+                                           err, sizeof err)) {
+        /* --init's file is read whole by the load, whose message about it (its size limit,
+         * what is wrong inside) is the one to show. */
+        if (!o->resume) return 0;
+        say("%s: %s", opt, err);
         return -1;
     }
+    if (!recorded) return 0;
     if (!o->normalize) {
         if (ck->normalize[0]) o->normalize = ck->normalize;
         return 0;
     }
     if (strcmp(o->normalize, ck->normalize) != 0) {
-        say("--resume: --normalize %s conflicts with the checkpoint's %s; leave it out to "
-            "continue with the checkpoint's",
-            o->normalize, ck->normalize[0] ? ck->normalize : "(none)");
+        int from_recipe = o->recipe && o->normalize == o->recipe->normalize;
+        say("%s: %s--normalize %s conflicts with the checkpoint's %s; leave it out to continue "
+            "with the checkpoint's",
+            opt, from_recipe ? "the --model preset's recipe " : "", o->normalize,
+            ck->normalize[0] ? ck->normalize : "(none)");
         return -1;
     }
     return 0;
@@ -1306,8 +1316,8 @@ static int check_inputs(cli_options *o, run_state *r, resume_peek *ck) {
             say("--resume: %s", err);
             return -1;
         }
-        if (resume_normalize(o, ck)) return -1;
     }
+    if ((o->resume || o->init) && checkpoint_normalize(o, ck)) return -1;
     if (r->dist->rank != 0) return 0; /* rank 0 alone writes */
     if (!o->eval_only && !o->plan) {
         if (check_writable_dir(o->save_dir, "--save-dir")) return -1;
