@@ -904,7 +904,10 @@ clcnn_status clcnn_model_load_weights(clcnn_model *m, const char *path) {
      * save_file) carries no checksum and loads as it is. */
     if (kind == FMT_V2) {
         if ((st = verify_weights(m, &f, path, w, hash))) goto done;
+        meta_value mseed;
+        int has_mseed = 0;
         if ((st = read_position(m, &f, path, &at))) goto done;
+        if ((st = meta_get(&m->err, &f, path, K_MSEED, m->in_c, &mseed, &has_mseed))) goto done;
         if ((st = read_norm(m, &f, path, &norm))) goto done;
         if ((st = verify_content(m, &f, path))) goto done;
     } else if (kind == FMT_V1) {
@@ -1071,7 +1074,11 @@ static clcnn_status read_state_file(clcnn_model *m, clcnn_st_file *s, const char
     clcnn_status st;
     state_path(path, spath, sizeof spath);
     if ((st = clcnn_st_read_max(s, spath, max_file_bytes(m), &m->err))) return st;
-    const char *sh = clcnn_st_meta(s, "weights_xxh64"), *sfmt = clcnn_st_meta(s, "format");
+    const char *sh = clcnn_st_meta(s, "weights_xxh64");
+    int kind = FMT_PLAIN;
+    if ((st = format_of(s, spath, &m->err, &kind))) return st;
+    if (kind != FMT_V2)
+        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: not a clcnn optimizer-state file", spath);
     if (!sh || strcmp(sh, hash) != 0)
         return clcnn_fail(&m->err, CLCNN_ERR_FORMAT,
                           "%s does not belong to %s (weights checksum differs): the pair is from "
@@ -1082,8 +1089,6 @@ static clcnn_status read_state_file(clcnn_model *m, clcnn_st_file *s, const char
     if ((st = meta_need(m, s, spath, K_EPOCH, &v)) || (st = meta_need(m, s, spath, K_STEP, &v)))
         return st;
     if ((st = read_states(m, s, spath, clcnn_optimizer_states(o), host))) return st;
-    if (!sfmt || strcmp(sfmt, ckpt_format) != 0)
-        return clcnn_fail(&m->err, CLCNN_ERR_FORMAT, "%s: not a clcnn optimizer-state file", spath);
     return verify_content(m, s, spath);
 }
 

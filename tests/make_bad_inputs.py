@@ -43,6 +43,77 @@ def st_join(header, data, raw_header=None):
     return struct.pack("<Q", len(h)) + h + data
 
 
+# ---- clcnn's checksums, so that an edit can keep a file self-consistent -------------------
+
+M64 = (1 << 64) - 1
+P1, P2, P3, P4, P5 = (0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
+                      0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5)
+
+
+def rotl(x, r):
+    return ((x << r) | (x >> (64 - r))) & M64
+
+
+def xxh64(b, seed=0):
+    """XXH64 (the reference algorithm), as clcnn's checksums use it."""
+    def rnd(acc, lane):
+        return (rotl((acc + lane * P2) & M64, 31) * P1) & M64
+
+    def merge(acc, v):
+        return ((acc ^ rnd(0, v)) * P1 + P4) & M64
+    n, i = len(b), 0
+    if n >= 32:
+        v = [(seed + P1 + P2) & M64, (seed + P2) & M64, seed, (seed - P1) & M64]
+        while i + 32 <= n:
+            for k in range(4):
+                v[k] = rnd(v[k], struct.unpack_from("<Q", b, i + 8 * k)[0])
+            i += 32
+        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & M64
+        for x in v:
+            h = merge(h, x)
+    else:
+        h = (seed + P5) & M64
+    h = (h + n) & M64
+    while i + 8 <= n:
+        h = (rotl(h ^ rnd(0, struct.unpack_from("<Q", b, i)[0]), 27) * P1 + P4) & M64
+        i += 8
+    if i + 4 <= n:
+        h = (rotl(h ^ (struct.unpack_from("<I", b, i)[0] * P1 & M64), 23) * P2 + P3) & M64
+        i += 4
+    while i < n:
+        h = (rotl(h ^ (b[i] * P5 & M64), 11) * P1) & M64
+        i += 1
+    h = ((h ^ (h >> 33)) * P2) & M64
+    h = ((h ^ (h >> 29)) * P3) & M64
+    return h ^ (h >> 32)
+
+
+def content_xxh64(header, data):
+    """The content checksum clcnn records (checkpoint.c's content_hash): every metadata pair but
+    the checksum's own and every tensor (name, dtype, shape, bytes), each in name order."""
+    z = lambda s: s.encode() + b"\0"
+    out = bytearray(z("clcnn-content/1"))
+    meta = header.get("__metadata__", {})
+    for k in sorted(meta, key=str.encode):
+        if k != "content_xxh64":
+            out += z(k) + z(meta[k])
+    names = sorted((k for k in header if k != "__metadata__"), key=str.encode)
+    out += z(f"{len(names)} tensors")
+    for k in names:
+        t = header[k]
+        b, e = t["data_offsets"]
+        out += z(k) + z(t["dtype"]) + b"".join(f"{d},".encode() for d in t["shape"])
+        out += z(str(e - b)) + data[b:e]
+    return f"{xxh64(bytes(out)):016x}"
+
+
+def resealed(header, data):
+    """The file with header's metadata as given and its content checksum recomputed: an edit
+    that only clcnn's range checks can catch."""
+    header["__metadata__"]["content_xxh64"] = content_xxh64(header, data)
+    return st_join(header, data)
+
+
 def state_path(path):
     return path[:-len(".safetensors")] + ".state.safetensors"
 
@@ -157,6 +228,50 @@ def checkpoints(out, ck1, ck2):
     s["__metadata__"]["optimizer_step"] = str(int(s["__metadata__"]["optimizer_step"]) + 1)
     put("state_step_edit", w1, state=st_join(s, sd))
     os.makedirs(os.path.join(d, "directory.safetensors"), exist_ok=True)
+
+    # Metadata edits that keep both checksums right: what clcnn reads must still be in range.
+    for h, dd in ((hdr, data), (sh, sd)):
+        if content_xxh64(h, dd) != h["__metadata__"]["content_xxh64"]:
+            sys.exit("make_bad_inputs.py: the recomputed content checksum differs from clcnn's")
+
+    def sealed(case, **meta):
+        h = json.loads(json.dumps(hdr))
+        h["__metadata__"].update(meta)
+        put(case, resealed(h, data))
+
+    def sealed_state(case, **meta):
+        s = json.loads(json.dumps(sh))
+        s["__metadata__"].update(meta)
+        put(case, w1, state=resealed(s, sd))
+    sealed("sealed_seed_2p63", seed=str(2**63 + 5))  # valid: must resume, seed intact
+    sealed("sealed_seed_negative", seed="-5")
+    sealed("sealed_seed_2p64", seed=str(2**64))
+    sealed("sealed_seed_plus", seed="+5")
+    sealed("sealed_batch_size_2p31", batch_size=str(2**31))
+    sealed("sealed_step_huge", step=str(2**63 - 2))
+    sealed("sealed_epoch_huge", epoch=str(2**53 + 1))
+    sealed("sealed_epoch_leading_zero", epoch="01")
+    sealed("sealed_batch_in_epoch_2p31", batch_in_epoch=str(2**31))
+    sealed("sealed_total_steps_huge", total_steps=str(2**63 - 1))
+    sealed("sealed_schedule_lr_inf", schedule_lr="1e999")
+    sealed("sealed_schedule_unknown", schedule="linear")
+    sealed("sealed_pct_start_2", pct_start="2")
+    sealed("sealed_label_smoothing_nan", label_smoothing="nan")
+    sealed("sealed_random_crop_huge", random_crop="5000")
+    sealed("sealed_hflip_2", hflip="2")
+    sealed("sealed_model_seed_negative", model_seed="-1")
+    sealed("sealed_normalize_std0", normalize="0.5,0")
+    sealed("sealed_normalize_word", normalize="imagenet")
+    sealed("sealed_format_v3", format="clcnn-checkpoint/3")
+    sealed("sealed_format_pt", format="pt")  # Hugging Face's save_file: a plain state_dict
+    sealed_state("state_sealed_lr_nan", lr="nan")
+    sealed_state("state_sealed_lr_inf", lr="inf")
+    sealed_state("state_sealed_momentum_negative", momentum="-0.5")
+    sealed_state("state_sealed_optimizer_step_negative", optimizer_step="-1")
+    sealed_state("state_sealed_optimizer_step_huge", optimizer_step=str(2**63 - 1))
+    sealed_state("state_sealed_nesterov_2", nesterov="2")
+    sealed_state("state_sealed_step_huge", step=str(2**63 - 1))
+    sealed_state("state_sealed_format_v3", format="clcnn-checkpoint/3")
 
 
 # ---- data sets ---------------------------------------------------------------------------

@@ -281,16 +281,16 @@ missing_tensor|missing tensor '3.bias'|missing tensor '3.bias'
 unexpected_tensor|unexpected tensor '99.weight'|unexpected tensor '99.weight'
 bitflip|do not match their recorded checksum|do not match their recorded checksum
 meta_not_string|value for key 'epoch' is not a string|value for key 'epoch' is not a string
-meta_bad_epoch|bad epoch/step/seed metadata|
+meta_bad_epoch|metadata epoch='-3' is not a decimal integer in [0, 9007199254740992]|metadata epoch='-3' is not a decimal integer
 meta_bad_input|is not a clcnn checkpoint|
 meta_other_input|was trained on 1x28x28 images|
 meta_bad_spec|unknown layer 'bogus'|
 plain_weights|is not a clcnn checkpoint|
 no_state|no_state.state.safetensors: cannot open|
 state_other_save|does not belong to|
-state_is_weights|unknown optimizer|
+state_is_weights|no 'optimizer' in its metadata|
 state_missing_tensor|missing optimizer tensor 's1.3.bias'|
-state_bad_optimizer|unknown optimizer 'rmsprop'|
+state_bad_optimizer|metadata optimizer='rmsprop' is not one of sgd, adam, adamw|
 state_torn|state_torn.state.safetensors: tensor|
 state_bitflip|state_bitflip.state.safetensors: the file does not match its recorded checksum|
 state_lr_edit|state_lr_edit.state.safetensors: the file does not match its recorded checksum|
@@ -303,7 +303,55 @@ meta_batch_size_edit|meta_batch_size_edit.safetensors: the file does not match i
 evil_name|unexpected tensor '0.bias?[2J?[31m?EVIL'|unexpected tensor '0.bias?[2J?[31m?EVIL'
 directory|not a regular file (a directory)|not a regular file (a directory)
 nonexistent|nonexistent.safetensors: cannot open|nonexistent.safetensors: No such file
+sealed_seed_negative|metadata seed='-5' is not an unsigned decimal integer below 2^64|metadata seed='-5' is not an unsigned
+sealed_seed_2p64|metadata seed='18446744073709551616' is not an unsigned decimal integer|seed='18446744073709551616' is not
+sealed_seed_plus|metadata seed='+5' is not an unsigned decimal integer|metadata seed='+5' is not
+sealed_batch_size_2p31|metadata batch_size='2147483648' is not a decimal integer in [0, 2147483647]|batch_size='2147483648' is not
+sealed_step_huge|metadata step='9223372036854775806' is not a decimal integer in [0, 9007199254740992]|step='9223372036854775806' is not
+sealed_epoch_huge|metadata epoch='9007199254740993' is not a decimal integer in [0, 9007199254740992]|epoch='9007199254740993' is not
+sealed_epoch_leading_zero|metadata epoch='01' is not a decimal integer|metadata epoch='01' is not
+sealed_batch_in_epoch_2p31|metadata batch_in_epoch='2147483648' is not a decimal integer in [0, 2147483647]|batch_in_epoch='2147483648' is not
+sealed_total_steps_huge|metadata total_steps='9223372036854775807' is not a decimal integer in [0, 9007199254740992]|total_steps='9223372036854775807' is not
+sealed_schedule_lr_inf|metadata schedule_lr='1e999' is not a finite number in [0, 1e+300]|schedule_lr='1e999' is not a finite number
+sealed_schedule_unknown|metadata schedule='linear' is not one of constant, cosine, onecycle|schedule='linear' is not one of
+sealed_pct_start_2|metadata pct_start='2' is not a finite number in [0, 1]|pct_start='2' is not a finite number in [0, 1]
+sealed_label_smoothing_nan|metadata label_smoothing='nan' is not a finite number in [0, 1]|label_smoothing='nan' is not
+sealed_random_crop_huge|metadata random_crop='5000' is not a decimal integer in [0, 4096]|random_crop='5000' is not
+sealed_hflip_2|metadata hflip='2' is not a decimal integer in [0, 1]|hflip='2' is not a decimal integer in [0, 1]
+sealed_model_seed_negative|metadata model_seed='-1' is not an unsigned decimal integer|model_seed='-1' is not
+sealed_normalize_std0|metadata normalize='0.5,0' is not '' or a normalisation|metadata normalize='0.5,0' is not
+sealed_normalize_word|metadata normalize='imagenet' is not '' or a normalisation|metadata normalize='imagenet' is not
+sealed_format_v3|format 'clcnn-checkpoint/3', which this clcnn|format 'clcnn-checkpoint/3', which this clcnn
+sealed_format_pt|is not a clcnn checkpoint (no format 'clcnn-checkpoint/2'|
+state_sealed_lr_nan|state_sealed_lr_nan.state.safetensors: metadata lr='nan' is not a finite number|
+state_sealed_lr_inf|metadata lr='inf' is not a finite number|
+state_sealed_momentum_negative|metadata momentum='-0.5' is not a finite number in [0, 1e+300]|
+state_sealed_optimizer_step_negative|metadata optimizer_step='-1' is not a decimal integer in [0, 9007199254740992]|
+state_sealed_optimizer_step_huge|metadata optimizer_step='9223372036854775807' is not a decimal integer|
+state_sealed_nesterov_2|metadata nesterov='2' is not a decimal integer in [0, 1]|
+state_sealed_step_huge|state_sealed_step_huge.state.safetensors: metadata step='9223372036854775807' is not|
+state_sealed_format_v3|format 'clcnn-checkpoint/3', which this clcnn|
 EOF
+# The sealed_* files keep both checksums right (make_bad_inputs.py recomputes them), so what
+# refuses them above is the range check. A seed of 2^63 or more is written unsigned and read
+# back the same: the run resumes and its next checkpoint records the seed unchanged.
+out=$("$bin" "${good[@]}" --epochs 2 --save-dir "$work/bigseed" \
+    --resume "$ck/sealed_seed_2p63.safetensors" 2>&1)
+check "resume seed 2^63+5" $? "$out"
+python3 - "$work/bigseed/epoch_2.safetensors" <<'EOF2' >"$work/bigseed.check" 2>&1
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+seed = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])["__metadata__"]["seed"]
+assert seed == str(2**63 + 5), seed
+EOF2
+check "seed 2^63+5 round-trips" $? "$(cat "$work/bigseed.check")"
+# A safetensors file whose format is not clcnn's (Hugging Face writes "pt") or that has no
+# metadata is a plain state_dict for --init.
+for f in sealed_format_pt plain_weights; do
+    out=$("$bin" "${good[@]}" --eval-only --init "$ck/$f.safetensors" 2>&1)
+    check "init $f loads as plain weights" $? "$out"
+done
+cases=$((cases + 4))
 run_case "eval-only bitflip" - "recorded checksum" "${base[@]}" --eval-only --resume "$ck/bitflip.safetensors"
 run_case "eval-only init torn" - "is beyond the" "${base[@]}" --eval-only --init "$ck/torn.safetensors"
 run_case "init other model" - "has shape" "${base[@]}" --model 'conv(6,3,pad=1) maxpool(2) flatten linear(10)' \
