@@ -2,8 +2,9 @@
  * adopted-context case). Error paths return statuses with messages and never crash; the
  * in-memory data set trains through the epoch call and its progress callback; inference
  * agrees with what evaluation reported; checkpoints round-trip; an epoch resumed at any batch
- * (through a checkpoint) ends bit for bit where the uninterrupted one ends; every handle keeps
- * the status of its last failure; a host-made OpenCL context and queue can be adopted. */
+ * (through a checkpoint) ends bit for bit where the uninterrupted one ends; a checkpoint's
+ * normalisation reaches every evaluation from it; every handle keeps the status of its last
+ * failure; a host-made OpenCL context and queue can be adopted. */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include <math.h>
@@ -176,6 +177,98 @@ static clcnn_model *momentum_model(clcnn_context *ctx) {
     opt.lr = 0.05, opt.momentum = 0.9;
     CHECK(clcnn_model_set_optimizer(m, &opt) == CLCNN_SUCCESS);
     return m;
+}
+
+/* A checkpoint's recorded normalisation travels with its weights: a model that loaded it
+ * (load_checkpoint or load_weights) feeds a data set with none set as the checkpoint was
+ * trained, refuses one set to another, and forgets it on request; the save refuses fields a
+ * load would refuse; a seed past 2^63 round-trips. */
+static void check_checkpoint_normalize(clcnn_context *ctx, const char *dir) {
+    clcnn_dataset *plain = NULL, *norm = NULL, *other = NULL;
+    clcnn_model *a = NULL, *b = NULL, *c = NULL;
+    const float m9 = 0.9f, s05 = 0.05f, m5 = 0.5f, s25 = 0.25f;
+    float mean = 0, sd = 0;
+    double ref = 0, loss = 0;
+    int ref_hits = -1, hits = -2, recorded = -1;
+    char path[512], text[128];
+    make_data(6);
+    CHECK(clcnn_dataset_from_memory(&plain, ctx, img, lab, N, C, H, W) == CLCNN_SUCCESS);
+    CHECK(clcnn_dataset_from_memory(&norm, ctx, img, lab, N, C, H, W) == CLCNN_SUCCESS);
+    CHECK(clcnn_dataset_from_memory(&other, ctx, img, lab, N, C, H, W) == CLCNN_SUCCESS);
+    CHECK(clcnn_dataset_set_normalize(norm, &m9, &s05) == CLCNN_SUCCESS);
+    CHECK(clcnn_dataset_set_normalize(other, &m5, &s25) == CLCNN_SUCCESS);
+    a = momentum_model(ctx);
+    CHECK(clcnn_model_get_normalize(a, &mean, &sd) == 0); /* a new model knows none */
+    CHECK(clcnn_model_evaluate(a, norm, 32, &ref, &ref_hits) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_evaluate(a, other, 32, &loss, &hits) == CLCNN_SUCCESS);
+    CHECK(loss != ref); /* the two normalisations do give different results */
+    snprintf(path, sizeof path, "%s/norm.safetensors", dir);
+    clcnn_checkpoint_info_v2 info = {.epoch = 1,
+                                     .step = 6,
+                                     .seed = (1ULL << 63) + 5,
+                                     .batch_size = 16,
+                                     .pct_start = 0.3,
+                                     .normalize = "0.9,0.05"},
+                             back = {0};
+    CHECK(clcnn_model_save_checkpoint_v2(a, path, &info) == CLCNN_SUCCESS);
+    CHECK(clcnn_checkpoint_peek_normalize_v2(path, text, sizeof text, &recorded, NULL, 0) ==
+          CLCNN_SUCCESS);
+    CHECK(recorded == 1 && !strcmp(text, "0.9,0.05"));
+
+    CHECK(clcnn_model_create(&b, ctx, clcnn_model_spec(a), C, H, W, 99) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_load_checkpoint_v2(b, path, &back) == CLCNN_SUCCESS);
+    CHECK(back.seed == (1ULL << 63) + 5 && !strcmp(back.normalize, "0.9,0.05"));
+    CHECK(clcnn_model_get_normalize(b, &mean, &sd) == 1 && mean == m9 && sd == s05);
+    /* A set with none takes the model's: the result of the normalised set, exactly. */
+    CHECK(clcnn_model_evaluate(b, plain, 32, &loss, &hits) == CLCNN_SUCCESS);
+    CHECK(loss == ref && hits == ref_hits);
+    CHECK(clcnn_model_evaluate(b, norm, 32, &loss, &hits) == CLCNN_SUCCESS);
+    CHECK(loss == ref && hits == ref_hits);
+    CHECK(clcnn_model_evaluate(b, other, 32, &loss, &hits) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(clcnn_model_errmsg(b), "normalised with mean 0.5, std 0.25") != NULL);
+    CHECK(clcnn_model_train_dataset(b, other, 0, 8) == CLCNN_ERR_INVALID_ARGUMENT);
+
+    /* load_weights (the --init path) takes it too; clearing it lets any set through. */
+    CHECK(clcnn_model_create(&c, ctx, clcnn_model_spec(a), C, H, W, 98) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_load_weights(c, path) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_get_normalize(c, &mean, &sd) == 1 && mean == m9 && sd == s05);
+    CHECK(clcnn_model_evaluate(c, other, 32, &loss, &hits) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_set_normalize(c, &m5, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_set_normalize(c, NULL, NULL) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_get_normalize(c, NULL, NULL) == 0);
+    CHECK(clcnn_model_evaluate(c, other, 32, &loss, &hits) == CLCNN_SUCCESS);
+
+    /* A checkpoint that records no normalisation (""): unnormalised inputs, mean 0, std 1. */
+    info.normalize[0] = '\0';
+    CHECK(clcnn_model_save_checkpoint_v2(a, path, &info) == CLCNN_SUCCESS);
+    CHECK(clcnn_checkpoint_peek_normalize_v2(path, text, sizeof text, &recorded, NULL, 0) ==
+          CLCNN_SUCCESS);
+    CHECK(recorded == 1 && text[0] == '\0');
+    CHECK(clcnn_model_load_weights(c, path) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_get_normalize(c, &mean, &sd) == 1 && mean == 0.0f && sd == 1.0f);
+    CHECK(clcnn_model_evaluate(c, other, 32, &loss, &hits) == CLCNN_ERR_INVALID_ARGUMENT);
+
+    /* What a load would refuse, a save refuses, naming the field; the file is untouched. */
+    clcnn_checkpoint_info_v2 bad = info;
+    snprintf(bad.normalize, sizeof bad.normalize, "imagenet");
+    CHECK(clcnn_model_save_checkpoint_v2(a, path, &bad) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(clcnn_model_errmsg(a), "normalize") != NULL);
+    bad = info, bad.step = ((int64_t)1 << 53) + 1;
+    CHECK(clcnn_model_save_checkpoint_v2(a, path, &bad) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(clcnn_model_errmsg(a), "step") != NULL);
+    bad = info, bad.batch_size = (int64_t)1 << 31;
+    CHECK(clcnn_model_save_checkpoint_v2(a, path, &bad) == CLCNN_ERR_INVALID_ARGUMENT);
+    bad = info, bad.label_smoothing = NAN;
+    CHECK(clcnn_model_save_checkpoint_v2(a, path, &bad) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_checkpoint_peek_normalize_v2(path, text, sizeof text, &recorded, NULL, 0) ==
+          CLCNN_SUCCESS);
+    CHECK(recorded == 1 && text[0] == '\0');
+    clcnn_model_free(a);
+    clcnn_model_free(b);
+    clcnn_model_free(c);
+    clcnn_dataset_free(plain);
+    clcnn_dataset_free(norm);
+    clcnn_dataset_free(other);
 }
 
 /* clcnn_model_train_epoch_v2: an epoch stopped by the hook before batch 3, saved, loaded into a
@@ -400,6 +493,7 @@ int main(void) {
     CHECK(clcnn_context_errcode(ctx) == CLCNN_SUCCESS);
     check_training(ctx, tmpl);
     check_resume_mid_epoch(ctx, tmpl);
+    check_checkpoint_normalize(ctx, tmpl);
 
     clcnn_summary_writer *w = NULL;
     char logdir[600];
