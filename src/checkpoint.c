@@ -3,6 +3,7 @@
  * both carry an XXH64 of the weights, which binds the pair together. Loading reads and checks
  * both files completely before the model changes. */
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -331,15 +332,16 @@ static const meta_field fields[N_KEYS] = {
     [K_NORM]      = {"normalize",       META_NORM, 0, 0, 0, 0, NULL},
     [K_OPTIMIZER] = {"optimizer",       META_ENUM, 0, 2, 0, 0, optimizer_names},
     [K_OSTEP]     = {"optimizer_step",  META_I64,  0, COUNT_MAX, 0, 0, NULL},
-    /* The optimizer's own ranges (lr > 0, betas < 1) are clcnn_optimizer_check's. */
-    [K_LR]        = {"lr",              META_F64,  0, 0, 0, 1e300, NULL},
-    [K_MOM]       = {"momentum",        META_F64,  0, 0, 0, 1e300, NULL},
-    [K_DAMP]      = {"dampening",       META_F64,  0, 0, 0, 1e300, NULL},
+    /* Finite; the ranges are clcnn_optimizer_check's (lr > 0, betas in [0, 1) for Adam), which
+     * the load applies and which leaves the fields an optimizer does not use free. */
+    [K_LR]        = {"lr",              META_F64,  0, 0, -DBL_MAX, DBL_MAX, NULL},
+    [K_MOM]       = {"momentum",        META_F64,  0, 0, -DBL_MAX, DBL_MAX, NULL},
+    [K_DAMP]      = {"dampening",       META_F64,  0, 0, -DBL_MAX, DBL_MAX, NULL},
     [K_NEST]      = {"nesterov",        META_I64,  0, 1, 0, 0, NULL},
-    [K_WD]        = {"weight_decay",    META_F64,  0, 0, 0, 1e300, NULL},
-    [K_B1]        = {"beta1",           META_F64,  0, 0, 0, 1, NULL},
-    [K_B2]        = {"beta2",           META_F64,  0, 0, 0, 1, NULL},
-    [K_EPS]       = {"eps",             META_F64,  0, 0, 0, 1e300, NULL},
+    [K_WD]        = {"weight_decay",    META_F64,  0, 0, -DBL_MAX, DBL_MAX, NULL},
+    [K_B1]        = {"beta1",           META_F64,  0, 0, -DBL_MAX, DBL_MAX, NULL},
+    [K_B2]        = {"beta2",           META_F64,  0, 0, -DBL_MAX, DBL_MAX, NULL},
+    [K_EPS]       = {"eps",             META_F64,  0, 0, -DBL_MAX, DBL_MAX, NULL},
     [K_NODECAY]   = {"no_decay_bn_bias", META_I64, 0, 1, 0, 0, NULL},
 };
 /* clang-format on */
@@ -408,7 +410,10 @@ static const char *describe(const meta_field *fd, char *buf) {
     case META_I64:
         snprintf(buf, 96, "a decimal integer in [%" PRId64 ", %" PRId64 "]", fd->lo, fd->hi);
         return buf;
-    case META_F64: snprintf(buf, 96, "a finite number in [%g, %g]", fd->dlo, fd->dhi); return buf;
+    case META_F64:
+        if (fd->dlo == -DBL_MAX) return "a finite number";
+        snprintf(buf, 96, "a finite number in [%g, %g]", fd->dlo, fd->dhi);
+        return buf;
     case META_ENUM:
         snprintf(buf, 96, "one of %s", fd->names[0]);
         for (int64_t k = 1; k <= fd->hi; k++)

@@ -325,7 +325,7 @@ sealed_format_v3|format 'clcnn-checkpoint/3', which this clcnn|format 'clcnn-che
 sealed_format_pt|is not a clcnn checkpoint (no format 'clcnn-checkpoint/2'|
 state_sealed_lr_nan|state_sealed_lr_nan.state.safetensors: metadata lr='nan' is not a finite number|
 state_sealed_lr_inf|metadata lr='inf' is not a finite number|
-state_sealed_momentum_negative|metadata momentum='-0.5' is not a finite number in [0, 1e+300]|
+state_sealed_momentum_negative|bad optimizer settings: momentum -0.5 must be >= 0|
 state_sealed_optimizer_step_negative|metadata optimizer_step='-1' is not a decimal integer in [0, 9007199254740992]|
 state_sealed_optimizer_step_huge|metadata optimizer_step='9223372036854775807' is not a decimal integer|
 state_sealed_nesterov_2|metadata nesterov='2' is not a decimal integer in [0, 1]|
