@@ -273,7 +273,7 @@ static void sweep_folder(const char *path) {
 typedef enum meta_type {
     META_TEXT, /* any text, checked where it is used (the spec, the input shape, a hash) */
     META_U64,  /* decimal digits: 0 .. 2^64-1 */
-    META_I64,  /* a decimal integer in [lo, hi] */
+    META_I64,  /* a decimal integer in [lo, hi], lo >= 0 (written without a sign) */
     META_F64,  /* a finite number in [dlo, dhi], written with %.17g (which round-trips) */
     META_ENUM, /* one of names[0 .. hi] */
     META_NORM  /* a normalisation: "" (none), "M,S", or C means then C stds; stds > 0 */
@@ -571,8 +571,11 @@ static clcnn_status format_text(clcnn_model *m, const clcnn_checkpoint_info_v2 *
     if (!memchr(info->normalize, '\0', sizeof info->normalize))
         return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
                           "the checkpoint's normalisation is not a NUL-terminated string");
+    memset(t->val, 0, sizeof t->val);
     for (size_t i = 0; i < sizeof vals / sizeof vals[0] && !st; i++)
         st = meta_put(m, t, vals[i].key, vals[i].v);
+    for (int k = 0; k < N_KEYS && !st; k++)
+        CLCNN_ASSERT(t->val[k] != NULL); /* every field of the table is given a value above */
     return st;
 }
 
