@@ -445,7 +445,7 @@ clcnn_status clcnn_dataset_set_normalize(clcnn_dataset *ds, const float *mean, c
  * (clcnn_model_train_dataset, _train_epoch, _evaluate, the replicas' through each replica,
  * which takes replica 0's) then agrees with it: a data set with no normalisation set takes the
  * model's (clcnn_dataset_set_normalize, and keeps it); one set to another is refused with
- * CLCNN_ERR_INVALID_ARGUMENT, naming both, before anything runs. */
+ * CLCNN_ERR_INVALID_ARGUMENT, naming both, before its first batch runs. */
 clcnn_status clcnn_model_set_normalize(clcnn_model *model, const float *mean, const float *std);
 /* 1 and the model's normalisation in mean and std (`channels` values each; either may be
  * NULL), or 0 when it has none. */
