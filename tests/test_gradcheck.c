@@ -271,7 +271,7 @@ static void diag_fwd(double *y, void *ctx) {
     for (int i = 0; i < d->n; i++)
         y[i] = 0.0; /* both add into y */
     if (d->dropout)
-        clcnn_ref_dropout(y, d->x, d->n, d->seed, d->p);
+        clcnn_ref_dropout(y, d->x, d->n, d->seed, 0, d->p);
     else
         clcnn_ref_scale(y, d->x, d->n, d->p);
 }
@@ -302,7 +302,7 @@ static void check_diag(int dropout, int n, uint32_t seed, double p) {
     d.x = randn_like(n, 1.0);
     double *gy = randn_like(n, 1.0), *gx = zeros(n), *want = zeros(n * n);
     if (dropout)
-        clcnn_ref_dropout(gx, gy, n, seed, p);
+        clcnn_ref_dropout(gx, gy, n, seed, 0, p);
     else
         clcnn_ref_scale(gx, gy, n, p);
     int kept = 0;
