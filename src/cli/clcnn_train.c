@@ -273,21 +273,25 @@ static int say_rank = -1;
 /* One error line on stderr: "clcnn_train: " and the message. Messages quote what the user
  * typed and what files hold, so control characters are shown as \xNN rather than breaking the
  * line or reaching the terminal. `lead` is printed first, as it is (the newline that ends a
- * progress bar). */
+ * progress bar). The line goes out in one write: stderr is unbuffered, and a line written a
+ * character at a time reaches an MPI launcher in pieces, between which it prints its own lines
+ * (another rank's, its banner for a rank's exit status). */
 static void vsay(const char *lead, const char *fmt, va_list ap) {
-    char msg[2048];
+    char msg[2048], line[4 * sizeof msg + 64];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    fputs(lead, stderr);
+    size_t n = 0;
     if (say_rank >= 0)
-        fprintf(stderr, "clcnn_train (rank %d): ", say_rank);
+        n = (size_t)snprintf(line, sizeof line, "%sclcnn_train (rank %d): ", lead, say_rank);
     else
-        fputs("clcnn_train: ", stderr);
-    for (const unsigned char *p = (const unsigned char *)msg; *p; p++)
+        n = (size_t)snprintf(line, sizeof line, "%sclcnn_train: ", lead);
+    if (n >= sizeof line) n = 0;
+    for (const unsigned char *p = (const unsigned char *)msg; *p && n + 6 < sizeof line; p++)
         if (*p < 0x20 || *p == 0x7f)
-            fprintf(stderr, "\\x%02x", *p);
+            n += (size_t)snprintf(line + n, sizeof line - n, "\\x%02x", *p);
         else
-            fputc(*p, stderr);
-    fputc('\n', stderr);
+            line[n++] = (char)*p;
+    line[n++] = '\n';
+    fwrite(line, 1, n, stderr);
 }
 
 #if defined(__GNUC__)
