@@ -161,7 +161,8 @@ static void release_batch(clcnn_model *m) {
     release(&m->rows);
     release(&m->wflip);
     release(&m->xpad);
-    release(&m->gsum);
+    for (int s = 0; s < CLCNN_MAX_INPUTS; s++)
+        release(&m->gsum[s]);
     memset(&m->shared, 0, sizeof m->shared);
     m->cap = 0;
 }
@@ -184,17 +185,26 @@ void clcnn_model_free(clcnn_model *m) {
     free(m);
 }
 
-/* How many nodes read node i's output (i = -1: the input). */
-static int consumers(const clcnn_model *m, int i) {
-    int c = 0;
-    for (int k = 0; k < m->n_nodes; k++)
-        for (int s = 0; s < m->nodes[k].n_in; s++)
-            c += m->nodes[k].in[s] == i;
-    return c;
-}
-
 static int is_view(const clcnn_node *n) {
     return n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_VIEW;
+}
+
+/* The node whose buffers hold node i's output: i, or for a view the node it views (-1: the
+ * model's input). */
+static int storage_of(const clcnn_model *m, int i) {
+    while (i >= 0 && is_view(&m->nodes[i]))
+        i = m->nodes[i].in[0];
+    return i;
+}
+
+/* How many inputs of nodes that are not views read the output held by node r (through views
+ * too): the writers of its gradient. */
+static int readers(const clcnn_model *m, int r) {
+    int c = 0;
+    for (int k = 0; k < m->n_nodes; k++)
+        for (int s = 0; s < m->nodes[k].n_in && !is_view(&m->nodes[k]); s++)
+            c += storage_of(m, m->nodes[k].in[s]) == r;
+    return c;
 }
 
 /* One buffer's check: its element count against CLCNN_MAX_ELEMENTS and its bytes (4 an
@@ -220,13 +230,19 @@ static void grow(size_t *cap, size_t need) {
 }
 
 /* What one batch of n samples needs on the device, in elements, before anything is allocated:
- * per node its plan's buffers (into bufs[i].ws), the shared scratch (into *shared) and the
- * largest output that a second consumer's gradient needs (*gsum). Everything is checked
+ * per node its plan's buffers (into bufs[i].ws), the shared scratch (into *shared) and, per
+ * input slot s, the largest input whose gradient a second reader adds in (gsum[s]). Everything is checked
  * against CLCNN_MAX_ELEMENTS and the device's largest allocation first, so an oversized batch
  * is refused with one message and no allocation (clcnn_model_check_batch makes the same
  * checks alone). */
 static clcnn_status size_batch(clcnn_model *m, int n, clcnn_node_bufs *bufs, clcnn_node_ws *shared,
                                size_t *gsum) {
+    for (int i = 0; i < m->n_nodes; i++)
+        for (int s = 0; s < m->nodes[i].n_in && !is_view(&m->nodes[i]); s++) {
+            int src = m->nodes[i].in[s], r = storage_of(m, src);
+            const clcnn_shape *y = &m->nodes[src < 0 ? 0 : src].y;
+            if (r >= 0 && readers(m, r) > 1) grow(&gsum[s], (size_t)n * y->c * y->h * y->w);
+        }
     clcnn_status st;
     char what[96];
     size_t in = (size_t)n * m->in_c * m->in_h * m->in_w;
@@ -240,7 +256,6 @@ static clcnn_status size_batch(clcnn_model *m, int n, clcnn_node_bufs *bufs, clc
         if (N->ops->workspace) N->ops->workspace(m->ctx, N, n, w);
         grow(&shared->col, w->col), grow(&shared->rows, w->rows);
         grow(&shared->xpad, w->xpad), grow(&shared->wflip, w->wflip);
-        if (consumers(m, i) > 1) grow(gsum, out);
         snprintf(what, sizeof what, "the output of layer %d (%s)", last, kind);
         if ((st = check_elements(m, out, n, what))) return st;
         kind = clcnn_layer_kind_name(N->d.kind);
@@ -301,7 +316,7 @@ static clcnn_status alloc_node(clcnn_model *m, int i, int n) {
 }
 
 /* The shared scratch and the per-sample label, loss and hit buffers. */
-static clcnn_status alloc_shared(clcnn_model *m, int n, size_t gsum) {
+static clcnn_status alloc_shared(clcnn_model *m, int n, const size_t *gsum) {
     clcnn_status st;
     const clcnn_node_ws *z = &m->shared;
     if ((st = clcnn_model_alloc(m, &m->col, z->col * 4, "the im2col workspace"))) return st;
@@ -310,7 +325,9 @@ static clcnn_status alloc_shared(clcnn_model *m, int n, size_t gsum) {
         return st;
     if (z->wflip && (st = clcnn_model_alloc(m, &m->wflip, z->wflip * 4, "flipped weights")))
         return st;
-    if (gsum && (st = clcnn_model_alloc(m, &m->gsum, gsum * 4, "a gradient sum"))) return st;
+    for (int s = 0; s < CLCNN_MAX_INPUTS; s++)
+        if (gsum[s] && (st = clcnn_model_alloc(m, &m->gsum[s], gsum[s] * 4, "a gradient sum")))
+            return st;
     if ((st = clcnn_model_alloc(m, &m->labels, (size_t)n, "the labels"))) return st;
     if ((st = clcnn_model_alloc(m, &m->loss_vec, (size_t)n * sizeof(float), "per-sample losses")))
         return st;
@@ -319,14 +336,14 @@ static clcnn_status alloc_shared(clcnn_model *m, int n, size_t gsum) {
 
 clcnn_status clcnn_model_check_batch(clcnn_model *m, int batch) {
     clcnn_node_ws shared = {0};
-    size_t gsum = 0;
+    size_t gsum[CLCNN_MAX_INPUTS] = {0};
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!m->nodes || batch <= 0)
         return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT,
                           "clcnn_model_check_batch: a batch of %d samples", batch);
     clcnn_node_bufs *bufs = calloc((size_t)m->n_nodes + 1, sizeof *bufs);
     if (!bufs) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-    clcnn_status st = size_batch(m, batch, bufs, &shared, &gsum);
+    clcnn_status st = size_batch(m, batch, bufs, &shared, gsum);
     free(bufs);
     return st;
 }
@@ -335,11 +352,11 @@ clcnn_status clcnn_model_check_batch(clcnn_model *m, int batch) {
 clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
     clcnn_status st;
     clcnn_node_ws shared = {0};
-    size_t gsum = 0, nn = (size_t)m->n_nodes + 1;
+    size_t gsum[CLCNN_MAX_INPUTS] = {0}, nn = (size_t)m->n_nodes + 1;
     if (n <= m->cap) return CLCNN_SUCCESS;
     clcnn_node_bufs *bufs = calloc(nn, sizeof *bufs);
     if (!bufs) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-    if ((st = size_batch(m, n, bufs, &shared, &gsum))) {
+    if ((st = size_batch(m, n, bufs, &shared, gsum))) {
         free(bufs);
         return st;
     }
@@ -444,21 +461,22 @@ clcnn_status clcnn_model_forward(clcnn_model *m, int n) {
     return forward(m, n, 0);
 }
 
-/* Where node i's backward writes the gradient of its input s: the producer's gradient buffer
- * when it is the first (in backward order) of the producer's consumers to write it, else gsum,
- * added in afterwards (*add). NULL when no gradient is needed there. */
+/* Where node i's backward writes the gradient of its input s: the gradient buffer of that value
+ * (shared with the node it views, for a view) when this is the first (in backward order) of the
+ * buffer's writers, else gsum[s], added in afterwards (*add). NULL when no gradient is needed
+ * there. */
 static cl_mem grad_target(const clcnn_model *m, int i, int s, unsigned char *written, int *add) {
     const clcnn_node *N = &m->nodes[i];
-    int src = N->in[s];
+    int src = N->in[s], r = storage_of(m, src);
     *add = 0;
-    if (src < 0 || !N->need_gx) return NULL;
-    if (!written[src]) return written[src] = 1, m->gact[src + 1];
+    if (r < 0 || !N->need_gx) return NULL;
+    if (!written[r]) return written[r] = 1, m->gact[src + 1];
     *add = 1;
-    return m->gsum;
+    return m->gsum[s];
 }
 
-/* gact[src + 1] += gsum over the producer's output. */
-static clcnn_status add_grad(clcnn_model *m, int src, int n) {
+/* gact[src + 1] += gsum[s] over the producer's output. */
+static clcnn_status add_grad(clcnn_model *m, int src, int s, int n) {
     const clcnn_node *P = &m->nodes[src];
     clcnn_kern *k = clcnn_kernel(m->ctx, CLCNN_K_axpy_f32);
     int count = n * P->y.c * P->y.h * P->y.w, zero = 0;
@@ -466,7 +484,7 @@ static clcnn_status add_grad(clcnn_model *m, int src, int n) {
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, m->gact[src + 1]);
     CLCNN_ARG(&a, zero);
-    CLCNN_ARG(&a, m->gsum);
+    CLCNN_ARG(&a, m->gsum[s]);
     CLCNN_ARG(&a, zero);
     CLCNN_ARG(&a, count);
     CLCNN_ARG(&a, one);
@@ -482,12 +500,8 @@ static clcnn_status backward(clcnn_model *m, int n) {
     if (!written) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     for (int i = m->n_nodes - 1; i >= 0 && !st; i--) {
         const clcnn_node *N = &m->nodes[i];
-        int add[2] = {0, 0};
-        if (is_view(N)) {
-            if (N->in[0] >= 0) written[N->in[0]] = 1;
-            continue;
-        }
-        if (!N->need_gx && N->n_params == 0) continue;
+        int add[CLCNN_MAX_INPUTS] = {0};
+        if (is_view(N) || (!N->need_gx && N->n_params == 0)) continue;
         clcnn_io io = node_io(m, i, n, 1);
         for (int s = 0; s < N->n_in; s++)
             io.gx[s] = grad_target(m, i, s, written, &add[s]);
@@ -495,7 +509,7 @@ static clcnn_status backward(clcnn_model *m, int n) {
         clcnn_prof_section(ctx, N->label[1], N->flops * n * (io.gx[0] ? 2 : 1));
         st = N->ops->backward(N, &io);
         for (int s = 0; s < N->n_in && !st; s++)
-            if (add[s]) st = add_grad(m, N->in[s], n);
+            if (add[s]) st = add_grad(m, N->in[s], s, n);
     }
     free(written);
     clcnn_prof_section(ctx, NULL, 0);

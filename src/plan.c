@@ -97,68 +97,116 @@ static clcnn_status check_model(clcnn_model *m, clcnn_params *pl) {
     return CLCNN_SUCCESS;
 }
 
-/* "3 x 8 x 8" or "10 features", for messages. */
-static const char *shape_text(char *buf, size_t size, const clcnn_shape *s) {
-    if (s->flat)
-        snprintf(buf, size, "%d features", s->c);
-    else
-        snprintf(buf, size, "%d x %d x %d", s->c, s->h, s->w);
-    return buf;
-}
-
 /* The graph of a layer list. */
 typedef struct plan_walk {
     clcnn_model *m;
     const clcnn_layer_desc *descs;
     clcnn_params *pl;
-    int src;       /* the node whose output the next layer reads (-1: the model's input) */
-    clcnn_shape x; /* its per-sample shape */
+    int *node_of; /* per entry: the node that makes its value */
 } plan_walk;
 
-/* The sum that ends residual block descs[i], whose input was node `in` of shape bx. */
-static clcnn_status add_res(plan_walk *w, int i, const char *path, int in, clcnn_shape bx) {
+/* The node that makes value v (-1: the model's input), and its per-sample shape. */
+static int value_node(const plan_walk *w, int v) {
+    return v < 0 ? -1 : w->node_of[v];
+}
+
+static clcnn_shape node_shape(const plan_walk *w, int node) {
+    const clcnn_model *m = w->m;
+    return node < 0 ? (clcnn_shape){m->in_c, m->in_h, m->in_w, 0} : m->nodes[node].y;
+}
+
+/* The node of entry i, reading values vals[0 .. n_in), under module path `path`. */
+static clcnn_status add_node(plan_walk *w, int i, const char *path, const int *vals, int n_in) {
     clcnn_model *m = w->m;
     clcnn_node *n = &m->nodes[m->n_nodes];
-    clcnn_status st = clcnn_node_init(n, &w->descs[i], i, path, bx, w->pl, &m->err);
+    clcnn_shape xs[CLCNN_MAX_INPUTS];
+    int in[CLCNN_MAX_INPUTS];
+    for (int k = 0; k < n_in; k++)
+        in[k] = value_node(w, vals[k]), xs[k] = node_shape(w, in[k]);
+    clcnn_status st = clcnn_node_init(n, &w->descs[i], i, path, xs, n_in, w->pl, &m->err);
     if (st) return st;
-    if (memcmp(&w->x, &bx, sizeof bx) != 0) {
-        char a[48], b[48];
-        return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
-                          "residual block at layer %d (res, column %d): its body turns %s into "
-                          "%s; the output must have the input's shape",
-                          i, w->descs[i].pos, shape_text(a, sizeof a, &bx),
-                          shape_text(b, sizeof b, &w->x));
-    }
-    n->n_in = 2, n->in[0] = in, n->in[1] = w->src;
-    w->src = m->n_nodes++;
-    w->x = n->y;
+    memcpy(n->in, in, (size_t)n_in * sizeof *in);
+    w->node_of[i] = m->n_nodes++;
     return CLCNN_SUCCESS;
 }
 
-/* Nodes for descs[from .. from + count), whose module paths are prefix.0, prefix.1, ... (0, 1,
- * ... at the top): one per layer, a residual block's body and then its sum. */
-static clcnn_status walk_list(plan_walk *w, int from, int count, const char *prefix) {
-    clcnn_model *m = w->m;
+/* The sum that ends residual block descs[i]: the body's value plus the block's input, or plus
+ * the shortcut's value when it has one. The two must have one shape. */
+static clcnn_status add_res(plan_walk *w, int i, const char *path) {
+    const clcnn_layer_desc *d = &w->descs[i];
+    int vals[2] = {d->shortcut ? d->in[2] : d->in[0], d->in[1]};
+    clcnn_shape a = node_shape(w, value_node(w, vals[0])), b = node_shape(w, value_node(w, vals[1]));
+    if (memcmp(&a, &b, sizeof a) != 0) {
+        char ta[48], tb[48];
+        if (d->shortcut)
+            return clcnn_fail(&w->m->err, CLCNN_ERR_SHAPE,
+                              "residual block at layer %d (res, column %d): its body makes %s "
+                              "and its shortcut %s; the two must have one shape",
+                              i, d->pos, clcnn_shape_text(ta, sizeof ta, &b),
+                              clcnn_shape_text(tb, sizeof tb, &a));
+        return clcnn_fail(&w->m->err, CLCNN_ERR_SHAPE,
+                          "residual block at layer %d (res, column %d): its body turns %s into "
+                          "%s; the output must have the input's shape",
+                          i, d->pos, clcnn_shape_text(ta, sizeof ta, &a), clcnn_shape_text(tb, sizeof tb, &b));
+    }
+    return add_node(w, i, path, vals, 2);
+}
+
+/* Nodes for descs[from .. from + count), whose module paths are prefix.NAME for a named entry
+ * and prefix.<index> for the others, the indices counting from idx0 (0, 1, ... at the top,
+ * where there is no prefix): one per layer, a residual block's body and shortcut and then its
+ * sum. */
+static clcnn_status walk_list(plan_walk *w, int from, int count, const char *prefix, int idx0) {
     clcnn_status st;
-    for (int i = from, idx = 0; i < from + count; idx++) {
+    for (int i = from, idx = idx0; i < from + count; idx++) {
         const clcnn_layer_desc *d = &w->descs[i];
-        char path[40];
-        snprintf(path, sizeof path, "%s%s%d", prefix, *prefix ? "." : "", idx);
+        char path[CLCNN_PARAM_NAME_MAX], own[CLCNN_SPEC_NAME_MAX];
+        if (d->name[0])
+            snprintf(own, sizeof own, "%s", d->name);
+        else
+            snprintf(own, sizeof own, "%d", idx);
+        if (strlen(prefix) + 1 + strlen(own) >= sizeof path)
+            return clcnn_fail(&w->m->err, CLCNN_ERR_SPEC,
+                              "layer %d (column %d): its module path %s.%s is longer than %d "
+                              "bytes",
+                              i, d->pos, prefix, own, (int)sizeof path - 1);
+        size_t at = (size_t)snprintf(path, sizeof path, "%s%s", prefix, *prefix ? "." : "");
+        memcpy(path + at, own, strlen(own) + 1); /* fits: checked above */
         if (d->kind == CLCNN_LAYER_RES) {
-            int in = w->src;
-            clcnn_shape bx = w->x;
-            if ((st = walk_list(w, i + 1, d->body, path))) return st;
-            if ((st = add_res(w, i, path, in, bx))) return st;
-            i += 1 + d->body;
+            if ((st = walk_list(w, i + 1, d->body, path, 0))) return st;
+            if ((st = walk_list(w, i + 1 + d->body, d->shortcut, path, d->body))) return st;
+            if ((st = add_res(w, i, path))) return st;
+            i += 1 + d->body + d->shortcut;
             continue;
         }
-        clcnn_node *n = &m->nodes[m->n_nodes];
-        if ((st = clcnn_node_init(n, d, i, path, w->x, w->pl, &m->err))) return st;
-        n->in[0] = w->src;
-        w->src = m->n_nodes++;
-        w->x = n->y;
+        if ((st = add_node(w, i, path, d->in, d->n_in))) return st;
         i++;
     }
+    return CLCNN_SUCCESS;
+}
+
+/* Checks of the graph: every value but the model's output is read by some node, and no two
+ * state_dict entries share a name. */
+static clcnn_status check_graph(clcnn_model *m, const clcnn_params *pl) {
+    for (int i = 0; i + 1 < m->n_nodes; i++) {
+        int used = 0;
+        for (int k = i + 1; k < m->n_nodes && !used; k++)
+            for (int s = 0; s < m->nodes[k].n_in && !used; s++)
+                used = m->nodes[k].in[s] == i;
+        const clcnn_node *n = &m->nodes[i];
+        if (!used)
+            return clcnn_fail(&m->err, CLCNN_ERR_SHAPE,
+                              "the output of layer %d (%s, column %d) is not used: every value "
+                              "must reach the model's output",
+                              n->layer, clcnn_layer_kind_name(n->d.kind), n->d.pos);
+    }
+    for (int i = 0; i < pl->n; i++)
+        for (int j = 0; j < i; j++)
+            if (!strcmp(pl->p[i].name, pl->p[j].name))
+                return clcnn_fail(&m->err, CLCNN_ERR_SPEC,
+                                  "two parameters are named %s: give the layers different "
+                                  "module names",
+                                  pl->p[i].name);
     return CLCNN_SUCCESS;
 }
 
@@ -191,9 +239,13 @@ clcnn_status clcnn_plan_build(clcnn_model *m, const clcnn_layer_desc *descs, int
     m->params = pl.p;
     if (!m->nodes || !pl.p)
         return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-    plan_walk w = {m, descs, &pl, -1, x};
+    int *node_of = malloc((size_t)n * sizeof *node_of);
+    if (!node_of) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    plan_walk w = {m, descs, &pl, node_of};
     m->n_nodes = 0;
-    if ((st = walk_list(&w, 0, n, ""))) return st;
+    st = walk_list(&w, 0, n, "", 0);
+    free(node_of);
+    if (st || (st = check_graph(m, &pl))) return st;
     m->n_layers = n;
     m->n_params = pl.n, m->total = pl.total, m->n_stats = pl.stats;
     m->n_decay = layout_params(&pl);

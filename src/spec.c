@@ -36,6 +36,29 @@ static const spec_preset presets[] = {
                "conv(64,3,pad=1,bias=0) bn relu maxpool(2) conv(128,3,pad=1,bias=0) bn relu "
                "maxpool(2) res(conv(128,3,pad=1,bias=0) bn relu conv(128,3,pad=1,bias=0) bn "
                "relu) globalmaxpool flatten linear(10,bias=0) scale(0.125)"},
+    /* torchvision's resnet18(num_classes=10), module for module: the 7x7/2 stem, a 3x3/2 max
+     * pool, four stages of two BasicBlocks (1x1/2 projection shortcuts where a stage halves the
+     * size), adaptive average pooling and fc, with torchvision's state_dict names. Its initial
+     * weights are PyTorch's layer defaults, not torchvision's (Kaiming normal for the
+     * convolutions): --init takes torchvision's. */
+    {"resnet18",
+     "conv1=conv(64,7,stride=2,pad=3,bias=0) bn1=bn relu maxpool(3,stride=2,pad=1) "
+     "layer1.0=res(conv1=conv(64,3,pad=1,bias=0) bn1=bn relu "
+     "conv2=conv(64,3,pad=1,bias=0) bn2=bn) relu "
+     "layer1.1=res(conv1=conv(64,3,pad=1,bias=0) bn1=bn relu "
+     "conv2=conv(64,3,pad=1,bias=0) bn2=bn) relu "
+     "layer2.0=res(conv1=conv(128,3,stride=2,pad=1,bias=0) bn1=bn relu "
+     "conv2=conv(128,3,pad=1,bias=0) bn2=bn | downsample.0=conv(128,1,stride=2,bias=0) "
+     "downsample.1=bn) relu layer2.1=res(conv1=conv(128,3,pad=1,bias=0) bn1=bn relu "
+     "conv2=conv(128,3,pad=1,bias=0) bn2=bn) relu "
+     "layer3.0=res(conv1=conv(256,3,stride=2,pad=1,bias=0) bn1=bn relu "
+     "conv2=conv(256,3,pad=1,bias=0) bn2=bn | downsample.0=conv(256,1,stride=2,bias=0) "
+     "downsample.1=bn) relu layer3.1=res(conv1=conv(256,3,pad=1,bias=0) bn1=bn relu "
+     "conv2=conv(256,3,pad=1,bias=0) bn2=bn) relu "
+     "layer4.0=res(conv1=conv(512,3,stride=2,pad=1,bias=0) bn1=bn relu "
+     "conv2=conv(512,3,pad=1,bias=0) bn2=bn | downsample.0=conv(512,1,stride=2,bias=0) "
+     "downsample.1=bn) relu layer4.1=res(conv1=conv(512,3,pad=1,bias=0) bn1=bn relu "
+     "conv2=conv(512,3,pad=1,bias=0) bn2=bn) relu globalavgpool flatten fc=linear(10)"},
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
@@ -89,10 +112,16 @@ static char lower(char c) {
     return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
 }
 
-/* Ends a word: a layer name, a keyword or a number. '*' and '-' are not delimiters, so
- * "conv-2d" and "3*2" are reported whole. */
+/* Ends a word: a layer name, a keyword, a number, a module name or a label. '*' and '-' are
+ * not delimiters, so "conv-2d" and "3*2" are reported whole. */
 static int is_delim(char c) {
-    return is_space(c) || c == ',' || c == '(' || c == ')' || c == '=' || c == '\0';
+    return is_space(c) || c == ',' || c == '(' || c == ')' || c == '=' || c == ':' || c == '@' ||
+           c == '|' || c == '\0';
+}
+
+/* A letter, a digit or '_': what labels and the parts of module names are made of. */
+static int is_name_char(char c) {
+    return is_digit(c) || c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
 /* s[0..len) equals the lowercase NUL-terminated word, ignoring ASCII case. */
@@ -125,6 +154,12 @@ void clcnn_spec_append(clcnn_spec_buf *b, const char *fmt, ...) {
 #define QUOTE_MAX 160 /* longest piece of spec quoted in a message */
 #define TOKEN_MAX 24  /* longest token quoted in a message */
 
+/* A value label and the value it names. */
+typedef struct spec_label {
+    char name[CLCNN_SPEC_LABEL_MAX];
+    int v;
+} spec_label;
+
 struct clcnn_spec_parser {
     const char *s;         /* the text: the spec, or a preset's text */
     size_t len;            /* strlen(s), at most CLCNN_SPEC_MAX_LEN */
@@ -132,6 +167,11 @@ struct clcnn_spec_parser {
     clcnn_layer_desc *out; /* CLCNN_SPEC_MAX_LAYERS entries */
     int n;                 /* layers in out so far, repetitions expanded */
     int depth;             /* repetition groups currently open */
+    int cur;               /* the current value: what the next layer reads (-1: the input) */
+    size_t repeat_at;      /* where the outermost open repetition starts (NO_GROUP: none) */
+    /* The labels defined so far, in order; a later definition of a name hides the earlier. */
+    spec_label *labels;
+    int n_labels;
     clcnn_error *e;
 };
 typedef clcnn_spec_parser parser;
@@ -431,24 +471,176 @@ static clcnn_status unknown_layer(const parser *p, size_t at, size_t end) {
     return clcnn_spec_fail(p, at, "unknown layer %s (expected %s)", tok, names);
 }
 
-/* The kind whose name or an alias is s[0..len), ignoring ASCII case; -1 for none. */
-static int find_kind(const char *s, size_t len) {
+/* The kind whose name or an alias is s[0..len), ignoring ASCII case; -1 for none. Where two
+ * kinds answer to one word ("mul": scale's alias, and the product of values), join says which
+ * is wanted: the one that reads values (1) or the other (0). */
+static int find_kind(const char *s, size_t len, int join) {
+    int found = -1;
     for (int k = 0; k < CLCNN_LAYER_COUNT; k++) {
         const clcnn_layer_syntax *ls = syntaxes[k];
-        if (word_is(s, len, ls->name)) return k;
-        for (int a = 0; a < CLCNN_LAYER_MAX_ALIASES && ls->aliases[a]; a++)
-            if (word_is(s, len, ls->aliases[a])) return k;
+        int match = word_is(s, len, ls->name);
+        for (int a = 0; !match && a < CLCNN_LAYER_MAX_ALIASES && ls->aliases[a]; a++)
+            match = word_is(s, len, ls->aliases[a]);
+        if (match && (found < 0 || (ls->max_in > 0) == join)) found = k;
     }
-    return -1;
+    return found;
 }
 
-static clcnn_status parse_list(parser *p, size_t open, const char *what);
+/* Whether "( @" follows offset at: the arguments are values. */
+static int values_follow(const parser *p, size_t at) {
+    while (at < p->len && is_space(p->s[at]))
+        at++;
+    if (at >= p->len || p->s[at] != '(') return 0;
+    for (at++; at < p->len && is_space(p->s[at]); at++)
+        ;
+    return at < p->len && p->s[at] == '@';
+}
 
-/* The body of a group layer ("res( layers )"), the cursor after its name: its entry goes at
- * index `at` of the output, before the body's. */
+/* What ends a list: the end of the text, the ')' of its group, or the '|' before a residual
+ * block's shortcut. */
+typedef enum list_end { END_TEXT, END_PAREN, END_BAR } list_end;
+
+static clcnn_status parse_list(parser *p, size_t open, const char *empty, int bar, list_end *how);
+
+/* Appends d, checking the layer limit; `start` is where its text begins. */
+static clcnn_status append(parser *p, const clcnn_layer_desc *d, size_t start) {
+    if (p->n >= CLCNN_SPEC_MAX_LAYERS && p->repeat_at != NO_GROUP)
+        return clcnn_spec_fail(p, p->repeat_at, "more than %d layers after expanding repetitions",
+                               CLCNN_SPEC_MAX_LAYERS);
+    if (p->n >= CLCNN_SPEC_MAX_LAYERS)
+        return clcnn_spec_fail(p, start, "more than %d layers", CLCNN_SPEC_MAX_LAYERS);
+    p->out[p->n++] = *d;
+    return CLCNN_SUCCESS;
+}
+
+/* The value labelled s[0..len) (the latest definition), -2 when there is none. "input" is the
+ * model's input. */
+static int find_label(const parser *p, const char *s, size_t len) {
+    for (int k = p->n_labels - 1; k >= 0; k--)
+        if (strlen(p->labels[k].name) == len && !memcmp(p->labels[k].name, s, len))
+            return p->labels[k].v;
+    return len == 5 && !memcmp(s, "input", 5) ? -1 : -2;
+}
+
+/* A label at s[at..end): letters, digits and '_', not starting with a digit. */
+static clcnn_status check_label(const parser *p, size_t at, size_t end) {
+    char tok[TOKEN_MAX + 8];
+    int ok = end > at && !is_digit(p->s[at]);
+    for (size_t k = at; ok && k < end; k++)
+        ok = is_name_char(p->s[k]);
+    if (!ok)
+        return clcnn_spec_fail(p, at,
+                               "a label is letters, digits and '_' and starts with a letter or "
+                               "'_', got %s",
+                               end > at ? quote_token(tok, p->s + at, end - at)
+                                        : describe(p, at, tok));
+    if (end - at >= CLCNN_SPEC_LABEL_MAX)
+        return clcnn_spec_fail(p, at, "label %s is longer than %d bytes",
+                               quote_token(tok, p->s + at, end - at), CLCNN_SPEC_LABEL_MAX - 1);
+    return CLCNN_SUCCESS;
+}
+
+/* "x:", the cursor on ':' after the label at s[at..): x names the current value from here on. */
+static clcnn_status parse_label_def(parser *p, size_t at) {
+    size_t end = p->i;
+    clcnn_status st = check_label(p, at, end);
+    if (st) return st;
+    if (end - at == 5 && !memcmp(p->s + at, "input", 5))
+        return clcnn_spec_fail(p, at, "'input' is the model's input and cannot be redefined");
+    if (p->n_labels >= CLCNN_SPEC_MAX_LABELS)
+        return clcnn_spec_fail(p, at, "more than %d labels", CLCNN_SPEC_MAX_LABELS);
+    spec_label *l = &p->labels[p->n_labels++];
+    memcpy(l->name, p->s + at, end - at);
+    l->name[end - at] = '\0';
+    l->v = p->cur;
+    if (p->cur >= 0 && !p->out[p->cur].label[0]) strcpy(p->out[p->cur].label, l->name);
+    p->i++;
+    return CLCNN_SUCCESS;
+}
+
+/* "@x", the cursor on '@': the value labelled x, into *v. */
+static clcnn_status parse_ref(parser *p, int *v) {
+    char tok[TOKEN_MAX + 8];
+    size_t at = ++p->i, end = word_end(p, at);
+    clcnn_status st = check_label(p, at, end);
+    if (st) return st;
+    p->i = end;
+    if ((*v = find_label(p, p->s + at, end - at)) == -2)
+        return clcnn_spec_fail(p, at, "no value is labelled %s here (a label is defined as "
+                               "\"name:\" before it is used)",
+                               quote_token(tok, p->s + at, end - at));
+    return CLCNN_SUCCESS;
+}
+
+/* "name=", the cursor on '=' after the name at s[at..): a module name, parts of letters,
+ * digits and '_' joined by '.', into d. */
+static clcnn_status parse_name(parser *p, size_t at, clcnn_layer_desc *d) {
+    char tok[TOKEN_MAX + 8];
+    size_t end = p->i;
+    int ok = end > at && p->s[at] != '.' && p->s[end - 1] != '.';
+    for (size_t k = at; ok && k < end; k++)
+        ok = is_name_char(p->s[k]) || (p->s[k] == '.' && p->s[k + 1] != '.');
+    if (!ok)
+        return clcnn_spec_fail(p, at,
+                               "a module name is parts of letters, digits and '_' joined by '.', "
+                               "got %s",
+                               quote_token(tok, p->s + at, end - at));
+    if (end - at >= CLCNN_SPEC_NAME_MAX)
+        return clcnn_spec_fail(p, at, "module name %s is longer than %d bytes",
+                               quote_token(tok, p->s + at, end - at), CLCNN_SPEC_NAME_MAX - 1);
+    memcpy(d->name, p->s + at, end - at);
+    d->name[end - at] = '\0';
+    p->i++;
+    skip_ws(p);
+    return CLCNN_SUCCESS;
+}
+
+/* The values of a joining layer ("add(@a, @b)"), the cursor on '(': each is an input, and the
+ * current value comes first when none of them is it. */
+static clcnn_status parse_refs(parser *p, const clcnn_layer_syntax *ls, size_t start,
+                               clcnn_layer_desc *d) {
+    char tok[TOKEN_MAX + 8];
+    int v[CLCNN_MAX_INPUTS], n = 0, has_cur = 0;
+    size_t open = p->i++;
+    clcnn_status st;
+    for (;;) {
+        skip_ws(p);
+        if (cur(p) != '@')
+            return clcnn_spec_fail(p, p->i, "%s expects values such as @x, got %s", ls->name,
+                                   describe(p, p->i, tok));
+        if (n >= CLCNN_MAX_INPUTS - 1)
+            return clcnn_spec_fail(p, p->i, "%s reads at most %d values", ls->name,
+                                   CLCNN_MAX_INPUTS);
+        if ((st = parse_ref(p, &v[n]))) return st;
+        has_cur |= v[n++] == p->cur;
+        skip_ws(p);
+        if (p->i >= p->len)
+            return clcnn_spec_fail(p, p->i,
+                                   "missing ')' to close the values of %s opened at column %zu",
+                                   ls->name, open + 1);
+        if (cur(p) == ')') break;
+        if (cur(p) != ',')
+            return clcnn_spec_fail(p, p->i, "expected ',' or ')' in the values of %s, got %s",
+                                   ls->name, describe(p, p->i, tok));
+        p->i++;
+    }
+    p->i++;
+    d->n_in = 0;
+    if (!has_cur) d->in[d->n_in++] = p->cur;
+    for (int k = 0; k < n; k++)
+        d->in[d->n_in++] = v[k];
+    if (d->n_in < ls->min_in || d->n_in > ls->max_in)
+        return clcnn_spec_fail(p, start, "%s reads %s%d values, got %d", ls->name,
+                               ls->min_in == ls->max_in ? "" : "at least ", ls->min_in, d->n_in);
+    return CLCNN_SUCCESS;
+}
+
+/* The body of a group layer ("res( layers )" or "res( layers | shortcut )"), the cursor after
+ * its name: its entry goes at index `at` of the output, before the body's. */
 static clcnn_status parse_group(parser *p, const clcnn_layer_syntax *ls, size_t start, int at) {
     char tok[TOKEN_MAX + 8], what[48];
     clcnn_status st;
+    list_end how;
     skip_ws(p);
     if (cur(p) != '(')
         return clcnn_spec_fail(p, p->i,
@@ -458,39 +650,53 @@ static clcnn_status parse_group(parser *p, const clcnn_layer_syntax *ls, size_t 
     if (p->depth >= CLCNN_SPEC_MAX_DEPTH)
         return clcnn_spec_fail(p, start, "groups nest deeper than %d", CLCNN_SPEC_MAX_DEPTH);
     size_t open = p->i++;
+    int in = p->cur;
     snprintf(what, sizeof what, "empty %s block", ls->name);
     p->depth++;
-    st = parse_list(p, open, what);
+    st = parse_list(p, open, what, 1, &how);
+    clcnn_layer_desc *d = &p->out[at];
+    d->n_in = 2, d->in[0] = in, d->in[1] = p->cur;
+    d->body = p->n - at - 1;
+    if (!st && how == END_BAR) {
+        p->cur = in;
+        snprintf(what, sizeof what, "empty shortcut of the %s block", ls->name);
+        st = parse_list(p, open, what, 0, &how);
+        d = &p->out[at];
+        d->n_in = 3, d->in[2] = p->cur;
+        d->shortcut = p->n - at - 1 - d->body;
+    }
     p->depth--;
-    if (st != CLCNN_SUCCESS) return st;
-    p->out[at].body = p->n - at - 1;
-    return CLCNN_SUCCESS;
+    p->cur = at;
+    return st;
 }
 
-/* "NAME [( args )]" or "NAME( layers )" for a group, the cursor on the name. */
-static clcnn_status parse_layer(parser *p) {
+/* "NAME [( args )]", "NAME( layers )" for a group or "NAME(@x, ...)" for a joining layer, the
+ * cursor on the name; d holds the module name given before it, if any. */
+static clcnn_status parse_layer(parser *p, clcnn_layer_desc *d) {
     char list[LIST_MAX];
     size_t start = p->i, end = word_end(p, start);
-    int kind = find_kind(p->s + start, end - start);
+    int kind = find_kind(p->s + start, end - start, values_follow(p, end));
     const clcnn_layer_syntax *ls;
     clcnn_layer_args a;
-    clcnn_layer_desc d;
     clcnn_status st;
     if (kind < 0) return unknown_layer(p, start, end);
     ls = syntaxes[kind];
     memset(&a, 0, sizeof a);
     p->i = end;
+    d->kind = (clcnn_layer_kind)kind;
+    d->pos = (int)start + 1;
+    d->n_in = 1, d->in[0] = p->cur;
     if (ls->group) {
-        if (p->n >= CLCNN_SPEC_MAX_LAYERS)
-            return clcnn_spec_fail(p, start, "more than %d layers", CLCNN_SPEC_MAX_LAYERS);
-        memset(&d, 0, sizeof d);
-        d.kind = (clcnn_layer_kind)kind;
-        d.pos = (int)start + 1;
-        p->out[p->n++] = d;
+        if ((st = append(p, d, start))) return st;
         return parse_group(p, ls, start, p->n - 1);
     }
     skip_ws(p);
-    if (cur(p) == '(') {
+    if (ls->max_in) {
+        if (cur(p) != '(')
+            return clcnn_spec_fail(p, start, "%s needs the values it reads, as in %s(@x)",
+                                   ls->name, ls->name);
+        if ((st = parse_refs(p, ls, start, d))) return st;
+    } else if (cur(p) == '(') {
         st = parse_args(p, ls, &a);
         if (st != CLCNN_SUCCESS) return st;
     } else {
@@ -501,27 +707,25 @@ static clcnn_status parse_layer(parser *p) {
                                ls->name, ls->npos > ls->nreq ? "at least " : "", ls->nreq,
                                ls->nreq == 1 ? "" : "s", positional_names(list, ls, ls->nreq),
                                a.npos);
-    if (p->n >= CLCNN_SPEC_MAX_LAYERS)
-        return clcnn_spec_fail(p, start, "more than %d layers", CLCNN_SPEC_MAX_LAYERS);
-    memset(&d, 0, sizeof d);
-    d.kind = (clcnn_layer_kind)kind;
-    d.pos = (int)start + 1;
     if (ls->finish) {
-        st = ls->finish(p, &a, &d);
+        st = ls->finish(p, &a, d);
         if (st != CLCNN_SUCCESS) return st;
     }
-    p->out[p->n++] = d;
+    if ((st = append(p, d, start))) return st;
+    p->cur = p->n - 1;
     return CLCNN_SUCCESS;
 }
 
-/* "N*( list )", the cursor on the first digit. The group is parsed once and its expanded
- * layers copied N-1 more times, checking the layer limit before each copy, so memory stays
- * bounded by CLCNN_SPEC_MAX_LAYERS however the groups nest. */
+/* "N*( list )", the cursor on the first digit. The group is parsed N times, as if written out
+ * N times (each copy reads what the one before made, and its labels hide the earlier copy's);
+ * every copy adds a layer, so the work stays bounded by CLCNN_SPEC_MAX_LAYERS however the
+ * groups nest. */
 static clcnn_status parse_repeat(parser *p) {
     char tok[TOKEN_MAX + 8];
     size_t start = p->i, open;
-    int count = 0, first, glen;
+    int count = 0, first;
     clcnn_status st;
+    list_end how;
     while (p->i < p->len && is_digit(p->s[p->i]))
         p->i++;
     size_t digits = p->i - start;
@@ -542,61 +746,98 @@ static clcnn_status parse_repeat(parser *p) {
     if (st != CLCNN_SUCCESS) return st;
     if (p->depth >= CLCNN_SPEC_MAX_DEPTH)
         return clcnn_spec_fail(p, p->i, "groups nest deeper than %d", CLCNN_SPEC_MAX_DEPTH);
-    open = p->i++;
-    first = p->n;
+    open = p->i;
     p->depth++;
-    st = parse_list(p, open, "empty repetition group");
-    p->depth--;
-    if (st != CLCNN_SUCCESS) return st;
-    glen = p->n - first;
-    for (int r = 1; r < count; r++) {
-        if (glen > CLCNN_SPEC_MAX_LAYERS - p->n)
-            return clcnn_spec_fail(p, start, "more than %d layers after expanding repetitions",
-                                   CLCNN_SPEC_MAX_LAYERS);
-        memcpy(p->out + p->n, p->out + first, (size_t)glen * sizeof *p->out);
-        p->n += glen;
+    int outer = p->repeat_at == NO_GROUP;
+    if (outer) p->repeat_at = start;
+    for (int r = 0; r < count; r++) {
+        p->i = open + 1;
+        first = p->n;
+        st = parse_list(p, open, "empty repetition group", 0, &how);
+        if (st != CLCNN_SUCCESS) break;
+        if (p->n == first) {
+            st = clcnn_spec_fail(p, open, "a repetition group with no layers");
+            break;
+        }
     }
-    return CLCNN_SUCCESS;
+    p->depth--;
+    if (outer) p->repeat_at = NO_GROUP;
+    return st;
 }
 
-/* Layers separated by whitespace and/or one comma, up to the end of the text (open ==
- * NO_GROUP) or up to the ')' that closes the group whose '(' is at offset open; `empty` is the
- * message for a group with nothing in it. */
-static clcnn_status parse_list(parser *p, size_t open, const char *empty) {
+/* One item of a list, the cursor on its first byte: "[name=] layer", "N*( list )", "x:" or
+ * "@x". *ref says that it was "@x", which a layer must follow. */
+static clcnn_status parse_item(parser *p, int *ref) {
     char tok[TOKEN_MAX + 8];
-    int items = 0, sep = 0, comma = 0;
-    size_t comma_at = 0;
+    size_t at = p->i, end = word_end(p, at);
+    clcnn_layer_desc d;
+    clcnn_status st;
+    *ref = 0;
+    memset(&d, 0, sizeof d);
+    if (cur(p) == '@') return *ref = 1, parse_ref(p, &p->cur);
+    if (end > at && end < p->len && p->s[end] == ':') return p->i = end, parse_label_def(p, at);
+    if (end > at && end < p->len && p->s[end] == '=') {
+        p->i = end;
+        if ((st = parse_name(p, at, &d))) return st;
+        if (is_digit(cur(p)) || cur(p) == '@' || is_delim(cur(p)))
+            return clcnn_spec_fail(p, p->i, "expected a layer after the module name, got %s",
+                                   describe(p, p->i, tok));
+        return parse_layer(p, &d);
+    }
+    if (is_digit(cur(p))) return parse_repeat(p);
+    if (!is_delim(cur(p))) return parse_layer(p, &d);
+    return clcnn_spec_fail(p, p->i, "expected a layer name, got %s", describe(p, p->i, tok));
+}
+
+/* Items separated by whitespace and/or one comma, up to the end of the text (open ==
+ * NO_GROUP), or up to the ')' that closes the group whose '(' is at offset open or, where bar
+ * is 1, the '|' before a residual block's shortcut (*how says which); `empty` is the message
+ * for a group with no layer in it. */
+static clcnn_status parse_list(parser *p, size_t open, const char *empty, int bar,
+                               list_end *how) {
+    char tok[TOKEN_MAX + 8];
+    int items = 0, sep = 0, comma = 0, ref = 0, first = p->n;
+    size_t comma_at = 0, ref_at = 0;
     clcnn_status st;
     skip_ws(p);
     for (;;) {
         char c = cur(p);
         int end = p->i >= p->len;
-        if (end || c == ')') {
+        if (end || c == ')' || c == '|') {
             if (comma) return clcnn_spec_fail(p, comma_at, "expected a layer after ','");
+            if (c == '|' && !bar)
+                return clcnn_spec_fail(p, p->i,
+                                       open == NO_GROUP ? "unexpected '|' outside a res block"
+                                                        : "unexpected '|' (a res block has "
+                                                          "one, before its shortcut)");
             if (end && open != NO_GROUP)
                 return clcnn_spec_fail(
                     p, p->i, "missing ')' to close the group opened at column %zu", open + 1);
-            if (!end && open == NO_GROUP)
+            if (!end && c == ')' && open == NO_GROUP)
                 return clcnn_spec_fail(p, p->i, "unexpected ')' with no group open");
-            if (items == 0)
+            if (p->n == first)
                 return open == NO_GROUP
                            ? clcnn_spec_fail(p, 0, "empty spec, expected at least one layer")
                            : clcnn_spec_fail(p, open, "%s", empty);
+            if (ref)
+                return clcnn_spec_fail(p, ref_at, "a layer must follow a value reference (@x)");
+            *how = end ? END_TEXT : c == '|' ? END_BAR : END_PAREN;
             if (!end) p->i++;
             return CLCNN_SUCCESS;
         }
         if (items > 0 && !sep)
             return clcnn_spec_fail(p, p->i, "expected ',' or whitespace between layers, got %s",
                                    describe(p, p->i, tok));
-        if (is_digit(c))
-            st = parse_repeat(p);
-        else if (!is_delim(c))
-            st = parse_layer(p);
-        else
-            st = clcnn_spec_fail(p, p->i, "expected a layer name, got %s", describe(p, p->i, tok));
-        if (st != CLCNN_SUCCESS) return st;
+        int n0 = p->n, was_ref = ref;
+        size_t at = p->i;
+        if ((st = parse_item(p, &ref))) return st;
+        int label = !ref && p->n == n0 && p->i > at && p->s[p->i - 1] == ':';
+        if (ref)
+            ref_at = at;
+        else if (was_ref && label)
+            ref = 1; /* a label after "@x": a layer must still follow */
         items++;
-        sep = skip_ws(p) > 0;
+        sep = skip_ws(p) > 0 || label; /* "x:conv" needs no space */
         comma = cur(p) == ',';
         if (comma) {
             comma_at = p->i++;
@@ -630,7 +871,9 @@ const char *clcnn_spec_preset(const char *name) {
 clcnn_status clcnn_spec_parse(const char *spec, clcnn_layer_desc **layers, int *n, clcnn_error *e) {
     /* Expansion happens here, on the stack, so a failed parse allocates nothing. */
     clcnn_layer_desc buf[CLCNN_SPEC_MAX_LAYERS];
+    spec_label labels[CLCNN_SPEC_MAX_LABELS];
     parser p;
+    list_end how;
     size_t len = 0;
     const char *preset;
     clcnn_status st;
@@ -652,8 +895,11 @@ clcnn_status clcnn_spec_parse(const char *spec, clcnn_layer_desc **layers, int *
     p.s = spec;
     p.len = len;
     p.out = buf;
+    p.cur = -1;
+    p.repeat_at = NO_GROUP;
+    p.labels = labels;
     p.e = e;
-    st = parse_list(&p, NO_GROUP, "");
+    st = parse_list(&p, NO_GROUP, "", 0, &how);
     if (st != CLCNN_SUCCESS) return st;
     *layers = malloc((size_t)p.n * sizeof **layers);
     if (!*layers) return clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "model spec: out of memory");
@@ -662,31 +908,131 @@ clcnn_status clcnn_spec_parse(const char *spec, clcnn_layer_desc **layers, int *
     return CLCNN_SUCCESS;
 }
 
-/* The canonical text of layers[0..n), a group's body written inside its parentheses. */
-static void format_list(const clcnn_layer_desc *layers, int n, clcnn_spec_buf *b) {
-    for (int i = 0; i < n; i++) {
-        const clcnn_layer_syntax *ls = clcnn_layer_syntax_of(layers[i].kind);
-        if (i > 0) clcnn_spec_append(b, " ");
-        if (!ls) {
-            clcnn_spec_append(b, "unknown"); /* fails to parse back, visibly */
-        } else if (ls->group) {
-            int body = layers[i].body < n - i - 1 ? layers[i].body : n - i - 1;
-            clcnn_spec_append(b, "%s(", ls->name);
-            format_list(layers + i + 1, body > 0 ? body : 0, b);
-            clcnn_spec_append(b, ")");
-            i += body > 0 ? body : 0;
-        } else if (ls->format) {
-            ls->format(&layers[i], b);
-        } else {
-            clcnn_spec_append(b, "%s", ls->name);
+typedef struct format_walk {
+    const clcnn_layer_desc *l;
+    int n;
+    clcnn_spec_buf *b;
+    int cur; /* the current value when the text so far is parsed */
+    /* Per entry: whether the text refers to its value by a label it was not given (need[v]
+     * set by a first walk, which writes nothing); NULL: not known. */
+    unsigned char *need;
+} format_walk;
+
+/* Whether entry k (not v) has the label `name`. */
+static int label_taken(const format_walk *f, int v, const char *name) {
+    for (int k = 0; k < f->n; k++)
+        if (k != v && !strcmp(f->l[k].label, name)) return 1;
+    return 0;
+}
+
+/* The label of value v in the canonical text: its own, made unique (name_v, then more '_')
+ * when another entry has the same one, as after a repetition; v<index> for a value the spec
+ * did not label; "input" for the model's input. */
+static const char *label_text(format_walk *f, int v, char *buf, size_t size) {
+    if (v < 0 || v >= f->n) return v == -1 ? "input" : "?";
+    const char *own = f->l[v].label;
+    if (own[0] && !label_taken(f, v, own)) return own;
+    if (own[0])
+        snprintf(buf, size, "%s_%d", own, v);
+    else
+        snprintf(buf, size, "v%d", v);
+    while (label_taken(f, v, buf) && strlen(buf) + 1 < size)
+        strcat(buf, "_");
+    return buf;
+}
+
+static void format_ref(format_walk *f, int v) {
+    char buf[CLCNN_SPEC_LABEL_MAX + 16];
+    if (v >= 0 && v < f->n && !f->l[v].label[0] && f->need) f->need[v] = 1;
+    clcnn_spec_append(f->b, "@%s", label_text(f, v, buf, sizeof buf));
+}
+
+/* "@x " when the entry's first input is not the current value. */
+static void format_from(format_walk *f, int v) {
+    if (v == f->cur) return;
+    format_ref(f, v);
+    clcnn_spec_append(f->b, " ");
+    f->cur = v;
+}
+
+static void format_list(format_walk *f, int from, int count);
+
+/* The canonical text of entry i, and how many entries it covers (a group's body with it). */
+static int format_entry(format_walk *f, int i) {
+    const clcnn_layer_desc *d = &f->l[i];
+    const clcnn_layer_syntax *ls = clcnn_layer_syntax_of(d->kind);
+    int covers = 1;
+    if (!ls) {
+        clcnn_spec_append(f->b, "unknown"); /* fails to parse back, visibly */
+        return 1;
+    }
+    if (ls->max_in) {
+        int has_cur = 0;
+        for (int k = 0; k < d->n_in; k++)
+            has_cur |= d->in[k] == f->cur;
+        if (!has_cur && d->n_in > 0) format_from(f, d->in[0]);
+    } else if (d->n_in > 0) {
+        format_from(f, d->in[0]);
+    }
+    if (d->name[0]) clcnn_spec_append(f->b, "%s=", d->name);
+    if (ls->group) {
+        int rest = f->n - i - 1, body = d->body < rest ? d->body : rest;
+        int sc = d->shortcut < rest - body ? d->shortcut : rest - body;
+        clcnn_spec_append(f->b, "%s(", ls->name);
+        format_list(f, i + 1, body > 0 ? body : 0);
+        if (sc > 0) {
+            clcnn_spec_append(f->b, " | ");
+            f->cur = d->in[0];
+            format_list(f, i + 1 + body, sc);
         }
+        clcnn_spec_append(f->b, ")");
+        covers += (body > 0 ? body : 0) + (sc > 0 ? sc : 0);
+    } else if (ls->max_in) {
+        /* the current value first and nowhere else: left implicit, as written */
+        int from = d->n_in > 1 && d->in[0] == f->cur;
+        for (int k = 1; k < d->n_in && from; k++)
+            from = d->in[k] != f->cur;
+        clcnn_spec_append(f->b, "%s(", ls->name);
+        for (int k = from; k < d->n_in; k++) {
+            if (k > from) clcnn_spec_append(f->b, ",");
+            format_ref(f, d->in[k]);
+        }
+        clcnn_spec_append(f->b, ")");
+    } else if (ls->format) {
+        ls->format(d, f->b);
+    } else {
+        clcnn_spec_append(f->b, "%s", ls->name);
+    }
+    f->cur = i;
+    if (d->label[0] || (f->need && f->need[i])) {
+        char buf[CLCNN_SPEC_LABEL_MAX + 16];
+        clcnn_spec_append(f->b, " %s:", label_text(f, i, buf, sizeof buf));
+    }
+    return covers;
+}
+
+/* The canonical text of entries [from, from + count), a group's body written inside its
+ * parentheses. */
+static void format_list(format_walk *f, int from, int count) {
+    for (int i = from; i < from + count;) {
+        if (i > from) clcnn_spec_append(f->b, " ");
+        i += format_entry(f, i);
     }
 }
 
 size_t clcnn_spec_format(const clcnn_layer_desc *layers, int n, char *buf, size_t size) {
     clcnn_spec_buf b = {buf, buf ? size : 0, 0};
     if (b.size > 0) buf[0] = '\0';
-    if (layers) format_list(layers, n, &b);
+    format_walk f = {layers, n, &b, -1, NULL};
+    if (layers && n > 0) {
+        /* first the labels the text needs, then the text */
+        clcnn_spec_buf none = {NULL, 0, 0};
+        format_walk first = {layers, n, &none, -1, calloc((size_t)n, 1)};
+        if (first.need) format_list(&first, 0, n);
+        f.need = first.need;
+        format_list(&f, 0, n);
+        free(first.need);
+    }
     return b.len;
 }
 

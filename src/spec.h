@@ -14,6 +14,12 @@
 #define CLCNN_SPEC_MAX_LAYERS 256 /* layers after expanding repetitions */
 #define CLCNN_SPEC_MAX_REPEAT 64  /* N in N*( ... ) */
 #define CLCNN_SPEC_MAX_DEPTH 8    /* nested groups: repetitions and residual blocks */
+#define CLCNN_SPEC_MAX_LABELS 256 /* value labels ("x:") a spec defines, redefinitions included */
+#define CLCNN_SPEC_NAME_MAX 48    /* bytes of a module name ("layer1.0.conv1") with its NUL */
+#define CLCNN_SPEC_LABEL_MAX 24   /* bytes of a value label with its NUL */
+/* The most inputs a node reads (add, cat, mul and the residual sum; every other kind reads
+ * one). */
+#define CLCNN_MAX_INPUTS 64
 /* CLCNN_SPEC_MAX_LEN (clcnn.h): bytes of spec text; keeps every column an int */
 
 /* One value per line of src/layers/registry.h, in its order: CLCNN_LAYER_CONV2D, ... */
@@ -30,7 +36,12 @@ enum { CLCNN_LAYER_COUNT = 0 CLCNN_LAYER_LIST(CLCNN_LAYER_ONE_, CLCNN_LAYER_NO_K
 #undef CLCNN_LAYER_ONE_
 
 /* One layer as written in the spec. Input sizes (channels, features) are not part of it: they
- * come from the data and the layers before, when the model is built. */
+ * come from the data and the layers before, when the model is built.
+ *
+ * The list is a graph in the order it was written: each entry reads values, each a number v,
+ * the output of entry v (-1: the model's input). An entry reads the value before it unless the
+ * spec says otherwise ("@x" sets the current value; add, cat and mul read the values they name).
+ * A residual block's entry comes before its body (and shortcut) entries, its value is its sum. */
 typedef struct clcnn_layer_desc {
     clcnn_layer_kind kind;
     int out;                 /* conv: out channels; linear: out features; else 0 */
@@ -40,6 +51,13 @@ typedef struct clcnn_layer_desc {
     double p;                /* dropout: the probability of zeroing an element */
     double factor;           /* scale: the constant y = x * factor */
     int body;                /* res: how many entries after this one are its body */
+    int shortcut;            /* res: how many entries after the body are its shortcut (0: the
+                              * block's input is the shortcut) */
+    /* The values it reads. A layer: in[0]. A residual block: in[0] the block's input, in[1] the
+     * body's value and, with a shortcut, in[2] the shortcut's. add, cat, mul: their inputs. */
+    int n_in, in[CLCNN_MAX_INPUTS];
+    char name[CLCNN_SPEC_NAME_MAX];   /* "name=": its module name within its group; "" = index */
+    char label[CLCNN_SPEC_LABEL_MAX]; /* "x:" after it: the label of its value; "" = none */
     int pos; /* 1-based column in the spec text where the layer starts (for later shape errors);
               * for a preset, the column in the preset's text */
 } clcnn_layer_desc;
@@ -52,7 +70,7 @@ typedef struct clcnn_layer_desc {
  * empty spec, is CLCNN_ERR_SPEC; a NULL argument is CLCNN_ERR_INVALID_ARGUMENT. */
 clcnn_status clcnn_spec_parse(const char *spec, clcnn_layer_desc **layers, int *n, clcnn_error *e);
 
-/* The text of a preset ("seed", "seed-relu", "resnet"; case-insensitive, exact), or NULL. */
+/* The text of a preset ("seed", "seed-relu", "resnet", "resnet18"; case-insensitive, exact), or NULL. */
 const char *clcnn_spec_preset(const char *name);
 
 /* Canonical text of a layer list, which parses back to the same list (except pos), e.g.
@@ -153,6 +171,9 @@ typedef struct clcnn_layer_syntax {
     /* 1: the layer takes a group of layers in its parentheses, "res( layers )", instead of
      * arguments; its body entries follow it in the list (clcnn_layer_desc.body). */
     int group;
+    /* For a layer that joins values ("add(@a, @b)"): the fewest and the most inputs it reads,
+     * the current value included (0: the layer reads the current value alone). */
+    int min_in, max_in;
 } clcnn_layer_syntax;
 
 #define CLCNN_LAYER_SYNTAX_(UPPER, lower, kernels)                                                 \

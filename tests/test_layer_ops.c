@@ -393,6 +393,9 @@ static void reference(lo_host *h, const lo_case *c) {
         clcnn_ref_scale(h->gx, gy, N * plane, d->factor);
         break;
     case CLCNN_LAYER_RES: break; /* a group: tested in whole models (test_model) */
+    case CLCNN_LAYER_ADD:        /* several inputs: not rows of this table yet */
+    case CLCNN_LAYER_CAT:
+    case CLCNN_LAYER_MUL: break;
     case CLCNN_LAYER_BATCHNORM:  /* the running statistics are h->stref, moved in training */
         ref_bn(h, c, x, w, b, gy, gx, gw, gb);
         break;
@@ -430,8 +433,8 @@ static int host_node(lo_host *h, const lo_case *c, clcnn_error *e) {
         snprintf(e->msg, sizeof e->msg, "a row is one layer, a conv and its pool or bn relu");
         goto done;
     }
-    if (clcnn_node_init(&h->n, &d[0], 0, NULL, x, &h->pl, e)) goto done;
-    if (nd == 2 && clcnn_node_init(&h->next, &d[1], 1, NULL, h->n.y, &h->pl, e)) goto done;
+    if (clcnn_node_init(&h->n, &d[0], 0, NULL, &x, 1, &h->pl, e)) goto done;
+    if (nd == 2 && clcnn_node_init(&h->next, &d[1], 1, NULL, &h->n.y, 1, &h->pl, e)) goto done;
     h->n.need_gx = c->gx;
     h->fused = nd == 2;
     ok = 1;

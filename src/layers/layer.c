@@ -4,6 +4,7 @@
 #include "layer.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "registry.h"
@@ -74,7 +75,7 @@ int clcnn_params_add(clcnn_params *pl, const char *path, const char *name, clcnn
 }
 
 clcnn_status clcnn_node_init(clcnn_node *n, const clcnn_layer_desc *d, int layer, const char *path,
-                             clcnn_shape x, clcnn_params *pl, clcnn_error *e) {
+                             const clcnn_shape *xs, int n_in, clcnn_params *pl, clcnn_error *e) {
     char where[96];
     const char *torch = clcnn_layer_kind_name(d->kind);
     memset(n, 0, sizeof *n);
@@ -82,8 +83,11 @@ clcnn_status clcnn_node_init(clcnn_node *n, const clcnn_layer_desc *d, int layer
     CLCNN_ASSERT(n->ops != NULL);
     n->d = *d;
     n->layer = layer, n->n_layers = 1;
-    n->n_in = 1, n->in[0] = layer - 1, n->in[1] = -1;
-    n->x = x;
+    CLCNN_ASSERT(n_in >= 1 && n_in <= CLCNN_MAX_INPUTS);
+    n->n_in = n_in;
+    for (int k = 0; k < n_in; k++)
+        n->in[k] = k ? -1 : layer - 1, n->xs[k] = xs[k];
+    n->x = xs[0];
     if (path)
         snprintf(n->path, sizeof n->path, "%s", path);
     else
@@ -101,6 +105,14 @@ clcnn_status clcnn_node_init(clcnn_node *n, const clcnn_layer_desc *d, int layer
     snprintf(n->label[0], sizeof n->label[0], "%d %s forward", layer, torch);
     snprintf(n->label[1], sizeof n->label[1], "%d %s backward", layer, torch);
     return CLCNN_SUCCESS;
+}
+
+const char *clcnn_shape_text(char *buf, size_t size, const clcnn_shape *s) {
+    if (s->flat)
+        snprintf(buf, size, "%d features", s->c);
+    else
+        snprintf(buf, size, "%d x %d x %d", s->c, s->h, s->w);
+    return buf;
 }
 
 clcnn_status clcnn_shape_same(clcnn_node *n, clcnn_params *pl, clcnn_error *e, const char *where) {

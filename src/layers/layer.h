@@ -72,7 +72,7 @@ typedef enum clcnn_param_kind {
     CLCNN_PARAM_COUNTER   /* bn's num_batches_tracked: a 0-dim I64 the model holds */
 } clcnn_param_kind;
 
-#define CLCNN_PARAM_NAME_MAX 64
+#define CLCNN_PARAM_NAME_MAX 96
 
 /* A state_dict entry: its name, PyTorch shape and place in its allocation. */
 typedef struct clcnn_param {
@@ -110,9 +110,12 @@ typedef struct clcnn_node {
     clcnn_layer_desc d;     /* the spec layer (the first, for a fused node) */
     clcnn_layer_desc fused; /* the fused layer (kind and arguments); valid when n_layers == 2 */
     int layer, n_layers;    /* index of the first spec layer it covers, and how many */
-    int n_in, in[2];        /* input nodes; -1 is the model's input */
-    char path[40];          /* PyTorch module path of the layer: "3", or "3.0" inside a res */
-    clcnn_shape x, y;       /* per-sample input (of in[0]) and output */
+    int n_in, in[CLCNN_MAX_INPUTS]; /* input nodes; -1 is the model's input */
+    /* PyTorch module path of the layer: "3", "3.0" inside a res, or the names the spec gives
+     * ("layer1.0.conv1") */
+    char path[CLCNN_PARAM_NAME_MAX];
+    clcnn_shape x, y;                 /* per-sample input (of in[0]) and output */
+    clcnn_shape xs[CLCNN_MAX_INPUTS]; /* per-sample input of each in[] (xs[0] is x) */
     int param0, n_params;   /* its parameters: params[param0 .. param0 + n_params) */
     int need_gx;            /* whether some node before it has parameters */
     clcnn_algo algo[CLCNN_PASS_COUNT];
@@ -141,7 +144,7 @@ typedef struct clcnn_io {
     cl_mem col, rows, xpad, wflip; /* shared scratch, sized by the plan */
     cl_mem params, grads;
     int woff, boff;
-    cl_mem x[2], gx[2]; /* gx[i] NULL: that input's gradient is not needed */
+    cl_mem x[CLCNN_MAX_INPUTS], gx[CLCNN_MAX_INPUTS]; /* gx[i] NULL: not needed */
     cl_mem y, gy;
     cl_mem aux, keep_col, keep_pad;
     /* The padded hand-off: the forward writes y also into ypad (a consumer's keep_pad),
@@ -230,16 +233,20 @@ typedef struct clcnn_layer_ops {
 /* The ops of a layer kind (registry.c). */
 const clcnn_layer_ops *clcnn_layer_ops_of(clcnn_layer_kind kind);
 
-/* Sets up a node for spec layer `d` (index `layer`, module path `path`; NULL: the index) on a
- * per-sample input x: shape and parameters (appended to pl), labels, flops. Errors name the
- * layer and its spec column. */
+/* Sets up a node for spec layer `d` (index `layer`, module path `path`; NULL: the index) on
+ * per-sample inputs xs[0 .. n_in): shape and parameters (appended to pl), labels, flops. Its
+ * input nodes (in[]) are the caller's to set: in[0] is layer - 1, the others -1. Errors name
+ * the layer and its spec column. */
 clcnn_status clcnn_node_init(clcnn_node *n, const clcnn_layer_desc *d, int layer, const char *path,
-                             clcnn_shape x, clcnn_params *pl, clcnn_error *e);
+                             const clcnn_shape *xs, int n_in, clcnn_params *pl, clcnn_error *e);
 
 /* The output of a K x K window with the node's stride and pad (conv, maxpool) on a C x H x W
  * input: y = (x.c, OH, OW); a flat input or a window larger than the padded input is a shape
  * error naming `where`. */
 clcnn_status clcnn_window_shape(clcnn_node *n, clcnn_error *e, const char *where);
+
+/* "3 x 8 x 8" or "10 features", for messages; returns buf. */
+const char *clcnn_shape_text(char *buf, size_t size, const clcnn_shape *s);
 
 /* Shape functions shared by several kinds: the output has the input's shape (elementwise
  * layers, the residual sum; the planner checks a residual body's shape); C x H x W -> C x 1 x 1

@@ -4,7 +4,7 @@
  * cl/lower.cl (its kernels, each named in KERNELS as K(name): the context resolves them into
  * its kernel table as CLCNN_K_name) and tests/ref/lower.c (the double-precision reference).
  * Adding a layer adds its line here and nothing else outside its own files. The order is the
- * order of the enum. */
+ * order of the enum. add is the residual block's sum without the block: its unit is res.c. */
 #ifndef CLCNN_LAYERS_REGISTRY_H
 #define CLCNN_LAYERS_REGISTRY_H
 
@@ -32,7 +32,10 @@
       K(bn_backward_partial) K(bn_backward_reduce) K(bn_backward_apply))                           \
     X(AVGPOOL2D, avgpool2d, K(avgpool_forward) K(avgpool_backward))                                \
     X(GLOBALAVGPOOL, globalavgpool, K(globalavgpool_forward) K(globalavgpool_backward))            \
-    X(GLOBALMAXPOOL, globalmaxpool, K(globalmaxpool_forward) K(globalmaxpool_backward))
+    X(GLOBALMAXPOOL, globalmaxpool, K(globalmaxpool_forward) K(globalmaxpool_backward))        \
+    X(ADD, add, )                                                                                  \
+    X(CAT, cat, K(copy_slice))                                                                     \
+    X(MUL, mul, K(mul_bcast) K(mul_bcast_grad))
 /* clang-format on */
 
 /* For CLCNN_LAYER_LIST's K when the kernels are not wanted. */

@@ -1,8 +1,12 @@
-/* The residual block: `res( layers )` is y = x + body(x), as a subclass of nn.Sequential whose
- * forward returns x + super().forward(x). Its entry in the layer list is followed by its body's;
- * the planner (src/plan.c) builds the body's nodes and then this node, the sum, with two
- * inputs: the block's input and the body's output (cl/res.cl). */
+/* The sum of values: `add(@a, ...)` (inputs of one shape, added left to right as PyTorch's
+ * `a + b + ...`), and the residual block, `res( layers )` y = x + body(x) or `res( layers |
+ * shortcut )` y = shortcut(x) + body(x), whose entry in the layer list is followed by its
+ * body's and its shortcut's; the planner (src/plan.c) builds those nodes and then this one,
+ * the sum, with two inputs: the block's input (or the shortcut's output) and the body's output
+ * (cl/res.cl). */
 #include "layer.h"
+
+#include <string.h>
 
 /* Spec syntax (docs/MODEL_SPEC.md): a group, "res( layers )". */
 const clcnn_layer_syntax clcnn_res_syntax = {
@@ -12,6 +16,29 @@ const clcnn_layer_syntax clcnn_res_syntax = {
     .group = 1,
 };
 
+const clcnn_layer_syntax clcnn_add_syntax = {
+    .name = "add",
+    .torch_name = "Add",
+    .min_in = 2,
+    .max_in = CLCNN_MAX_INPUTS,
+};
+
+/* Every input has the output's shape. */
+static clcnn_status sum_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e, const char *where) {
+    (void)pl;
+    for (int k = 1; k < n->n_in; k++)
+        if (memcmp(&n->xs[k], &n->x, sizeof n->x) != 0) {
+            char a[48], b[48];
+            return clcnn_fail(e, CLCNN_ERR_SHAPE,
+                              "%s adds values of different shapes: input 1 is %s, input %d is %s",
+                              where, clcnn_shape_text(a, sizeof a, &n->x), k + 1,
+                              clcnn_shape_text(b, sizeof b, &n->xs[k]));
+        }
+    n->y = n->x;
+    return CLCNN_SUCCESS;
+}
+
+/* y = x[0] + x[1], then y += x[k] for each further input, in order. */
 static clcnn_status res_forward(const clcnn_node *n, const clcnn_io *io) {
     int count = io->N * n->y.c * n->y.h * n->y.w;
     if (io->ypad) { /* the padded hand-off: the sum also into the next convolution's input */
@@ -35,15 +62,29 @@ static clcnn_status res_forward(const clcnn_node *n, const clcnn_io *io) {
     CLCNN_ARG(&a, io->x[0]);
     CLCNN_ARG(&a, io->x[1]);
     CLCNN_ARG(&a, count);
-    return clcnn_launch1d(io->ctx, k, &a, (size_t)count);
+    clcnn_status st = clcnn_launch1d(io->ctx, k, &a, (size_t)count);
+    clcnn_kern *ka = clcnn_kernel(io->ctx, CLCNN_K_axpy_f32);
+    for (int s = 2; s < n->n_in && !st; s++) {
+        int zero = 0;
+        float one = 1.0f; /* fma(1, x, y) rounds x + y once: the plain sum */
+        clcnn_args b = {ka->k, 0, CL_SUCCESS};
+        CLCNN_ARG(&b, io->y);
+        CLCNN_ARG(&b, zero);
+        CLCNN_ARG(&b, io->x[s]);
+        CLCNN_ARG(&b, zero);
+        CLCNN_ARG(&b, count);
+        CLCNN_ARG(&b, one);
+        st = clcnn_launch1d(io->ctx, ka, &b, (size_t)count);
+    }
+    return st;
 }
 
-/* Both addends receive the output's gradient. */
+/* Every addend receives the output's gradient. */
 static clcnn_status res_backward(const clcnn_node *n, const clcnn_io *io) {
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_copy_f32);
     int count = io->N * n->y.c * n->y.h * n->y.w;
     clcnn_status st = CLCNN_SUCCESS;
-    for (int s = 0; s < 2 && !st; s++) {
+    for (int s = 0; s < n->n_in && !st; s++) {
         if (!io->gx[s]) continue;
         clcnn_args a = {k->k, 0, CL_SUCCESS};
         CLCNN_ARG(&a, io->gx[s]);
@@ -62,14 +103,24 @@ static int res_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, cl
     return n->need_gx ? (out[0] = CLCNN_ALGO_KERNEL, 1) : 0;
 }
 
-/* add_f32_pad writes the sum also into the next convolution's padded input. */
+/* add_f32_pad writes the sum of two also into the next convolution's padded input. */
 static int res_writes_padded(const clcnn_node *n) {
-    return !n->y.flat;
+    return !n->y.flat && n->n_in == 2;
 }
 
 const clcnn_layer_ops clcnn_res_ops = {
     .syntax = &clcnn_res_syntax,
-    .shape = clcnn_shape_same,
+    .shape = sum_shape,
+    .algos = res_algos,
+    .plan = clcnn_plan_rules_one,
+    .forward = res_forward,
+    .backward = res_backward,
+    .writes_padded = res_writes_padded,
+};
+
+const clcnn_layer_ops clcnn_add_ops = {
+    .syntax = &clcnn_add_syntax,
+    .shape = sum_shape,
     .algos = res_algos,
     .plan = clcnn_plan_rules_one,
     .forward = res_forward,
