@@ -591,7 +591,6 @@ static clcnn_status parse_name(parser *p, size_t at, clcnn_layer_desc *d) {
     memcpy(d->name, p->s + at, end - at);
     d->name[end - at] = '\0';
     p->i++;
-    skip_ws(p);
     return CLCNN_SUCCESS;
 }
 
@@ -723,8 +722,8 @@ static clcnn_status parse_layer(parser *p, clcnn_layer_desc *d) {
 static clcnn_status parse_repeat(parser *p) {
     char tok[TOKEN_MAX + 8];
     size_t start = p->i, open;
-    int count = 0, first;
-    clcnn_status st;
+    int count = 0;
+    clcnn_status st = CLCNN_SUCCESS;
     list_end how;
     while (p->i < p->len && is_digit(p->s[p->i]))
         p->i++;
@@ -752,13 +751,8 @@ static clcnn_status parse_repeat(parser *p) {
     if (outer) p->repeat_at = start;
     for (int r = 0; r < count; r++) {
         p->i = open + 1;
-        first = p->n;
-        st = parse_list(p, open, "empty repetition group", 0, &how);
-        if (st != CLCNN_SUCCESS) break;
-        if (p->n == first) {
-            st = clcnn_spec_fail(p, open, "a repetition group with no layers");
-            break;
-        }
+        /* an error, or a group without layers, ends the loop: parse_list refuses that */
+        if ((st = parse_list(p, open, "empty repetition group", 0, &how))) break;
     }
     p->depth--;
     if (outer) p->repeat_at = NO_GROUP;

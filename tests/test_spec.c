@@ -1,6 +1,8 @@
 /* Model spec parser tests: presets field by field, aliases and case, positional and keyword
  * arguments, defaults, repetition, separators, the canonical text round trip, a table of bad
  * specs with the column each message must name, and a seeded fuzz loop (run under ASan). */
+#include <stdarg.h>
+
 #include "spec.h"
 
 #include "testutil.h"
@@ -15,10 +17,18 @@
 #define L(kind_, out_, k, s, p, b, pos_)                                                           \
     { .kind = kind_, .out = out_, .kernel = k, .stride = s, .pad = p, .bias = b, .pos = pos_ }
 
+/* The arguments and the graph: module name, a block's body and shortcut, and the inputs unless
+ * b leaves them out (n_in 0). Labels may be renamed by the canonical text: not compared. */
 static int same_layer(const clcnn_layer_desc *a, const clcnn_layer_desc *b, int check_pos) {
-    return a->kind == b->kind && a->out == b->out && a->kernel == b->kernel &&
-           a->stride == b->stride && a->pad == b->pad && a->bias == b->bias &&
-           (!check_pos || a->pos == b->pos);
+    int same = a->kind == b->kind && a->out == b->out && a->kernel == b->kernel &&
+               a->stride == b->stride && a->pad == b->pad && a->bias == b->bias &&
+               (!check_pos || a->pos == b->pos) && a->body == b->body &&
+               a->shortcut == b->shortcut && !strcmp(a->name, b->name);
+    if (b->n_in == 0) return same; /* an expected layer that leaves the inputs out */
+    same = same && a->n_in == b->n_in;
+    for (int k = 0; same && k < a->n_in; k++)
+        same = a->in[k] == b->in[k];
+    return same;
 }
 
 static void print_layer(const char *what, const clcnn_layer_desc *d) {
@@ -205,6 +215,86 @@ static void test_repetition(void) {
     free(l);
 }
 
+/* Entry i of spec reads the n values given (-1: the input). */
+static void expect_inputs(int line, const char *spec, int i, int n, ...) {
+    clcnn_layer_desc *l = NULL;
+    clcnn_error e = {0};
+    int nl = 0, ok;
+    va_list ap;
+    ok = clcnn_spec_parse(spec, &l, &nl, &e) == CLCNN_SUCCESS && i < nl && l[i].n_in == n;
+    va_start(ap, n);
+    for (int k = 0; ok && k < n; k++)
+        ok = l[i].in[k] == va_arg(ap, int);
+    va_end(ap);
+    if (!ok) {
+        fprintf(stderr, "%s:%d: \"%s\" entry %d does not read the values expected (%s)\n",
+                __FILE__, line, spec, i, e.msg);
+        if (l && i < nl)
+            for (int k = 0; k < l[i].n_in; k++)
+                fprintf(stderr, "    in[%d] = %d\n", k, l[i].in[k]);
+        test_failures++;
+    }
+    free(l);
+}
+#define INPUTS(spec, i, ...) expect_inputs(__LINE__, spec, i, __VA_ARGS__)
+
+/* The graph form: labels, references, joining layers, projection shortcuts, module names. */
+static void test_graph(void) {
+    /* a chain reads the value before; a label changes nothing */
+    INPUTS("conv(8,3) relu", 0, 1, -1);
+    INPUTS("conv(8,3) x: relu", 1, 1, 0);
+    /* add reads the current value first, then the named ones */
+    INPUTS("conv(8,3) x: relu add(@x)", 2, 2, 1, 0);
+    INPUTS("conv(8,3) x: relu y: add(@y, @x)", 2, 2, 1, 0);
+    INPUTS("conv(8,3) x: relu add(@x, @x, @input)", 2, 4, 1, 0, 0, -1);
+    /* the current value among the named ones keeps its place */
+    INPUTS("conv(8,3) x: relu y: cat(@x, @y)", 2, 2, 0, 1);
+    /* @x makes x current */
+    INPUTS("conv(8,3) x: relu @x conv(4,1) cat(@x)", 2, 1, 0);
+    INPUTS("conv(8,3) x: relu @x conv(4,1) cat(@x)", 3, 2, 2, 0);
+    INPUTS("x: conv(8,3) mul(@x)", 1, 2, 0, -1);
+    /* scale's alias mul stays scale; mul(@x) is the product */
+    EXPECT("mul(0.5)", {.kind = CLCNN_LAYER_SCALE, .n_in = 1, .in = {-1}});
+    INPUTS("conv(8,3) s: globalavgpool mul(@s)", 2, 2, 1, 0);
+    /* residual blocks: in[0] the block's input, in[1] the body's value, in[2] the shortcut's */
+    INPUTS("relu res(conv(8,3) relu)", 1, 2, 0, 3);
+    INPUTS("relu res(conv(8,3) relu | conv(8,1) bn)", 1, 3, 0, 3, 5);
+    INPUTS("relu res(conv(8,3) relu | conv(8,1) bn)", 4, 1, 0); /* the shortcut reads the input */
+    INPUTS("relu res(conv(8,3) relu | conv(8,1) bn) relu", 6, 1, 1);
+    /* each copy of a repetition reads the one before, its labels its own */
+    INPUTS("2*(x: conv(8,3) add(@x)) relu", 1, 2, 0, -1);
+    INPUTS("2*(x: conv(8,3) add(@x)) relu", 2, 1, 1);
+    INPUTS("2*(x: conv(8,3) add(@x)) relu", 3, 2, 2, 1);
+    INPUTS("2*(x: conv(8,3) add(@x)) relu", 4, 1, 3);
+    /* module names */
+    EXPECT("layer1.0.conv1=conv(8,3) fc=linear(10)",
+           {.kind = CLCNN_LAYER_CONV2D, .out = 8, .kernel = 3, .stride = 1, .bias = 1, .n_in = 1,
+            .in = {-1}, .name = "layer1.0.conv1"},
+           {.kind = CLCNN_LAYER_LINEAR, .out = 10, .bias = 1, .n_in = 1, .in = {0},
+            .name = "fc"});
+    ROUND_TRIP("conv(8,3) x: relu add(@x)",
+               "conv(8,3,stride=1,pad=0) x: relu add(@x)");
+    ROUND_TRIP("conv(8,3) x: relu y: cat(@x, @y)",
+               "conv(8,3,stride=1,pad=0) x: relu y: cat(@x,@y)");
+    ROUND_TRIP("conv(8,3) x: relu @x conv(4,1) cat(@x)",
+               "conv(8,3,stride=1,pad=0) x: relu @x conv(4,1,stride=1,pad=0) cat(@x)");
+    /* a value referred to but not labelled gets a label; labels a repetition repeats are made
+     * unique */
+    ROUND_TRIP("conv(8,3) x: relu @x cat(@x, @x)", NULL);
+    ROUND_TRIP("relu y: @input add(@y)", "relu y: add(@input,@y)");
+    ROUND_TRIP("2*(x: conv(8,3) add(@x)) relu",
+               "conv(8,3,stride=1,pad=0) add(@input) x: conv(8,3,stride=1,pad=0) add(@x) relu");
+    ROUND_TRIP("3*(x: conv(8,3) y: add(@x)) relu",
+               "conv(8,3,stride=1,pad=0) y_0: add(@input) x_1: conv(8,3,stride=1,pad=0) y_2: "
+               "add(@x_1) x_3: conv(8,3,stride=1,pad=0) y_4: add(@x_3) relu");
+    ROUND_TRIP("b=res(c1=conv(8,3,pad=1) bn | downsample.0=conv(8,1) downsample.1=bn) relu",
+               "b=res(c1=conv(8,3,stride=1,pad=1) bn | downsample.0=conv(8,1,stride=1,pad=0) "
+               "downsample.1=bn) relu");
+    ROUND_TRIP("x: relu res(conv(8,3) | @x relu) mul(@x)", NULL);
+    ROUND_TRIP("resnet18", NULL);
+    SAME("x:relu add(@x)", "x: relu add( @x )");
+}
+
 static void test_separators(void) {
     SAME("relu,relu", "relu relu");
     SAME("relu , relu", "relu relu");
@@ -308,6 +398,29 @@ typedef struct bad_spec {
 
 static const bad_spec bad_specs[] = {
     {"", "column 1: empty spec"},
+    {"relu add(@x)", "column 11: no value is labelled 'x' here"},
+    {"relu add(x)", "column 10: add expects values such as @x, got 'x'"},
+    {"relu add", "column 6: add needs the values it reads, as in add(@x)"},
+    {"x: relu add(@input) x: relu mul(@x, @input)", "column 29: mul reads 2 values, got 3"},
+    {"relu x: add(@x)", "column 9: add reads at least 2 values, got 1"},
+    {"input: relu", "column 1: 'input' is the model's input and cannot be redefined"},
+    {"1x: relu", "column 1: a label is letters, digits and '_' and starts with a letter"},
+    {"relu @input", "column 6: a layer must follow a value reference (@x)"},
+    {"relu @input x:", "column 6: a layer must follow a value reference (@x)"},
+    {"relu | relu", "column 6: unexpected '|' outside a res block"},
+    {"res(relu | relu | relu)", "column 17: unexpected '|' (a res block has one"},
+    {"res(| relu)", "column 4: empty res block"},
+    {"res(relu |)", "column 4: empty shortcut of the res block"},
+    {"a..b=relu", "column 1: a module name is parts of letters, digits and '_' joined by '.'"},
+    {".a=relu", "column 1: a module name is parts"},
+    {"a.=relu", "column 1: a module name is parts"},
+    {"a-b=relu", "column 1: a module name is parts"},
+    {"a= relu", "column 3: expected a layer after the module name, got ' '"},
+    {"a=2*(relu)", "column 3: expected a layer after the module name, got '2'"},
+    {"2*(x:)", "column 3: empty repetition group"},
+    {"2*(@input)", "column 3: empty repetition group"},
+    {"aaaaaaaaaaaaaaaaaaaaaaaaa: relu", "column 1: label 'aaaaaaaaaaaaaaaaaaaaaaaa...' is longer "
+                                        "than 23 bytes"},
     {" \t\n ", "column 1: empty spec"},
     {"conv(32,5) softmax", "column 12: unknown layer 'softmax' (expected conv, maxpool"},
     {"conv-2d(8,3)", "column 1: unknown layer 'conv-2d'"},
@@ -491,10 +604,12 @@ static void test_fuzz(void) {
     static const char *seeds[] = {"seed-relu",
                                   "3*(conv(32,5,pad=2) relu maxpool(2)) flatten fc(10)",
                                   "2*(relu 3*(flatten)) conv(8,3,stride=2,padding=1,bias=0)",
-                                  "4*(64*(relu))", "maxpool(3,2,1), linear(65536,bias=1)"};
+                                  "4*(64*(relu))", "maxpool(3,2,1), linear(65536,bias=1)",
+                                  "a=conv(8,3) x: relu y: @x cat(@y, @x) 2*(z: relu add(@z))",
+                                  "res(conv(8,1) | b.c=bn @input) s: mul(@s, @x)", "resnet18"};
     static const char alphabet[] = "0123456789(),*= \t=conv relu maxpool linear flatten pad "
-                                   "stride bias padding fc mp x-\n\xff";
-    char spec[512];
+                                   "stride bias padding fc mp x-\n\xff@:|.x: @x add cat mul res";
+    char spec[2048];
     char text[8192];
     int nseeds = (int)(sizeof seeds / sizeof seeds[0]), ok = 0;
     for (int iter = 0; iter < 30000; iter++) {
@@ -507,7 +622,7 @@ static void test_fuzz(void) {
             spec[len] = '\0';
         } else {
             const char *s = seeds[rng() % nseeds];
-            if (s == seeds[0]) s = clcnn_spec_preset(s);
+            if (s == seeds[0] || !strcmp(s, "resnet18")) s = clcnn_spec_preset(s);
             strcpy(spec, s);
             len = strlen(spec);
             for (int m = 0; m < 1 + (int)(rng() % 2); m++) {
@@ -556,6 +671,7 @@ int main(void) {
     test_names_and_args();
     test_repetition();
     test_separators();
+    test_graph();
     test_format();
     test_reals();
     test_bad_specs();
