@@ -44,7 +44,7 @@ import sys
 import torch
 import torch.nn as nn
 
-__all__ = ["PRESETS", "Residual", "Scale", "SpecError", "build", "output_shape", "parse", "preset"]
+__all__ = ["GRAPH_PRESETS", "PRESETS", "Residual", "Scale", "SpecError", "build", "output_shape", "parse", "preset"]
 
 # The presets of src/spec.c, name -> text.
 PRESETS = {
@@ -58,6 +58,10 @@ PRESETS = {
               "maxpool(2) res(conv(128,3,pad=1,bias=0) bn relu conv(128,3,pad=1,bias=0) bn "
               "relu) globalmaxpool flatten linear(10,bias=0) scale(0.125)",
 }
+
+# The presets of src/spec.c in the graph form, which this module does not build; the module of
+# each is the torchvision model named.
+GRAPH_PRESETS = {"resnet18": "torchvision.models.resnet18(num_classes=10)"}
 
 MAX_LAYERS = 256  # layers after expanding repetitions, res blocks and their bodies included
 MAX_REPEAT = 64

@@ -210,4 +210,34 @@ done <<EOF2
 EOF2
 [ "$before" = "$(md5sum "$work/A/model/epoch_2.safetensors")" ]; check "nothing overwritten" $? "epoch_2 changed"
 
+# A checkpoint written by clcnn 0.5.5 (tests/fixtures/v0.5.5, the commands in its README): the
+# spec's parameter names and layout are those 0.5.5 wrote, --init evaluates it as 0.5.5 did,
+# and --resume trains epoch 2 to the tensors 0.5.5's uninterrupted run saved, bit for bit.
+old=$src/fixtures/v0.5.5
+python3 "$src/make_cifar.py" "$work/old_data" 96 32 >/dev/null || check "old data" 1 "make_cifar"
+mkdir -p "$work/old"
+cp "$old/epoch_1.safetensors" "$old/epoch_1.state.safetensors" "$work/old/"
+old_model="conv(4,3,pad=1,bias=0) bn relu res(conv(4,3,pad=1,bias=0) bn relu) maxpool(4) flatten"
+old_model+=" linear(10)"
+"$bin" --data "$work/old_data" --init "$old/epoch_1.safetensors" --model "$old_model" \
+    --eval-only >"$work/old_init.out" 2>&1
+grep -q "test loss 2.1406, test accuracy 0.4062 (13/32)" "$work/old_init.out"
+check "0.5.5 checkpoint through --init" $? "$(tail -3 "$work/old_init.out")"
+"$bin" --data "$work/old_data" --resume "$work/old/epoch_1.safetensors" --epochs 2 \
+    --no-tensorboard --save-dir "$work/old" >"$work/old_resume.out" 2>&1
+check "0.5.5 checkpoint through --resume" $? "$(tail -3 "$work/old_resume.out")"
+python3 - "$old/epoch_2.safetensors" "$work/old/epoch_2.safetensors" <<'EOF3'
+import json, struct, sys
+def tensors(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h, d = json.loads(b[8:8 + n]), b[8 + n:]
+    return {k: d[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in h.items()
+            if k != "__metadata__"}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+bad = [k for k in a if a[k] != b.get(k)] + sorted(set(b) - set(a))
+sys.exit("tensors differ from 0.5.5's: %s" % bad if bad else 0)
+EOF3
+check "0.5.5 checkpoint resumed bit for bit" $? "see above"
+
 exit $fail

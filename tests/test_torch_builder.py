@@ -63,6 +63,9 @@ def test_presets():
         found = {}
         for name, body in re.findall(r'\{\s*"([^"]+)"\s*,((?:\s*"(?:[^"\\]|\\.)*")+)\s*\}', table):
             found[name] = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', body))
+        graph = {k: found.pop(k) for k in list(found) if k in clcnn_torch.GRAPH_PRESETS}
+        check(set(graph) == set(clcnn_torch.GRAPH_PRESETS),
+              "GRAPH_PRESETS == src/spec.c's graph-form presets: %s" % sorted(graph))
         check(found == clcnn_torch.PRESETS, "PRESETS == src/spec.c's presets: %s" % found)
     for name, text in clcnn_torch.PRESETS.items():
         for c, h, w in ((1, 28, 28), (3, 32, 32)):
