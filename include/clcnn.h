@@ -270,6 +270,15 @@ clcnn_status clcnn_model_errcode(const clcnn_model *model);
 /* The model's canonical spec text (every layer written out, presets expanded). */
 const char *clcnn_model_spec(const clcnn_model *model);
 
+/* The graph of a model spec or preset name as JSON (docs/MODEL_SPEC.md, "The graph as JSON"):
+ * every layer's kind, PyTorch class, module path, inputs and arguments, for other languages to
+ * build the same model without a parser of their own (python/clcnn_torch.py does). Like
+ * snprintf: json receives at most size bytes including the NUL (json may be NULL when size is
+ * 0), and *needed (may be NULL) the length the whole text needs. No device is used. A bad spec
+ * is CLCNN_ERR_SPEC with its one-line message in err (errsize bytes, may be NULL). */
+clcnn_status clcnn_spec_graph_json(const char *spec, char *json, size_t size, size_t *needed,
+                                   char *err, size_t errsize);
+
 /* The fewest samples a training batch (or a data-parallel replica's share of one) may hold: 2
  * when a BatchNorm layer sees one value per channel and sample (BatchNorm1d, or BatchNorm2d on
  * 1 x 1 planes), which it cannot normalise alone, as PyTorch's "Expected more than 1 value per

@@ -103,6 +103,7 @@ typedef struct plan_walk {
     const clcnn_layer_desc *descs;
     clcnn_params *pl;
     int *node_of; /* per entry: the node that makes its value */
+    char (*paths)[CLCNN_SPEC_PATH_MAX]; /* per entry: its module path */
 } plan_walk;
 
 /* The node that makes value v (-1: the model's input), and its per-sample shape. */
@@ -152,34 +153,19 @@ static clcnn_status add_res(plan_walk *w, int i, const char *path) {
     return add_node(w, i, path, vals, 2);
 }
 
-/* Nodes for descs[from .. from + count), whose module paths are prefix.NAME for a named entry
- * and prefix.<index> for the others, the indices counting from idx0 (0, 1, ... at the top,
- * where there is no prefix): one per layer, a residual block's body and shortcut and then its
- * sum. */
-static clcnn_status walk_list(plan_walk *w, int from, int count, const char *prefix, int idx0) {
+/* Nodes for descs[from .. from + count) (module paths in w->paths): one per layer, a residual
+ * block's body and shortcut and then its sum. */
+static clcnn_status walk_list(plan_walk *w, int from, int count) {
     clcnn_status st;
-    for (int i = from, idx = idx0; i < from + count; idx++) {
+    for (int i = from; i < from + count;) {
         const clcnn_layer_desc *d = &w->descs[i];
-        char path[CLCNN_PARAM_NAME_MAX], own[CLCNN_SPEC_NAME_MAX];
-        if (d->name[0])
-            snprintf(own, sizeof own, "%s", d->name);
-        else
-            snprintf(own, sizeof own, "%d", idx);
-        if (strlen(prefix) + 1 + strlen(own) >= sizeof path)
-            return clcnn_fail(&w->m->err, CLCNN_ERR_SPEC,
-                              "layer %d (column %d): its module path %s.%s is longer than %d "
-                              "bytes",
-                              i, d->pos, prefix, own, (int)sizeof path - 1);
-        size_t at = (size_t)snprintf(path, sizeof path, "%s%s", prefix, *prefix ? "." : "");
-        memcpy(path + at, own, strlen(own) + 1); /* fits: checked above */
         if (d->kind == CLCNN_LAYER_RES) {
-            if ((st = walk_list(w, i + 1, d->body, path, 0))) return st;
-            if ((st = walk_list(w, i + 1 + d->body, d->shortcut, path, d->body))) return st;
-            if ((st = add_res(w, i, path))) return st;
+            if ((st = walk_list(w, i + 1, d->body + d->shortcut))) return st;
+            if ((st = add_res(w, i, w->paths[i]))) return st;
             i += 1 + d->body + d->shortcut;
             continue;
         }
-        if ((st = add_node(w, i, path, d->in, d->n_in))) return st;
+        if ((st = add_node(w, i, w->paths[i], d->in, d->n_in))) return st;
         i++;
     }
     return CLCNN_SUCCESS;
@@ -240,11 +226,15 @@ clcnn_status clcnn_plan_build(clcnn_model *m, const clcnn_layer_desc *descs, int
     if (!m->nodes || !pl.p)
         return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
     int *node_of = malloc((size_t)n * sizeof *node_of);
-    if (!node_of) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-    plan_walk w = {m, descs, &pl, node_of};
+    char(*paths)[CLCNN_SPEC_PATH_MAX] = malloc((size_t)n * sizeof *paths);
+    plan_walk w = {m, descs, &pl, node_of, paths};
     m->n_nodes = 0;
-    st = walk_list(&w, 0, n, "", 0);
+    if (!node_of || !paths)
+        st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    else if (!(st = clcnn_spec_paths(descs, n, paths, &m->err)))
+        st = walk_list(&w, 0, n);
     free(node_of);
+    free(paths);
     if (st || (st = check_graph(m, &pl))) return st;
     m->n_layers = n;
     m->n_params = pl.n, m->total = pl.total, m->n_stats = pl.stats;

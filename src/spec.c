@@ -1038,3 +1038,133 @@ const char *clcnn_layer_kind_name(clcnn_layer_kind k) {
     const clcnn_layer_syntax *ls = clcnn_layer_syntax_of(k);
     return ls ? ls->torch_name : "Unknown";
 }
+
+/* ---------------------------------------------------------------------------------------- */
+/* Module paths and the graph as JSON                                                         */
+
+/* Paths of l[from .. from + count) under prefix, indices from idx0. */
+static clcnn_status path_list(const clcnn_layer_desc *l, int from, int count, const char *prefix,
+                              int idx0, char (*paths)[CLCNN_SPEC_PATH_MAX], clcnn_error *e) {
+    clcnn_status st;
+    for (int i = from, idx = idx0; i < from + count; idx++) {
+        const clcnn_layer_desc *d = &l[i];
+        char own[CLCNN_SPEC_NAME_MAX];
+        if (d->name[0])
+            snprintf(own, sizeof own, "%s", d->name);
+        else
+            snprintf(own, sizeof own, "%d", idx);
+        size_t plen = strlen(prefix), olen = strlen(own);
+        if (plen + (plen > 0) + olen >= CLCNN_SPEC_PATH_MAX)
+            return clcnn_fail(e, CLCNN_ERR_SPEC,
+                              "model spec, column %d: the module path %s%s%s is longer than %d "
+                              "bytes",
+                              d->pos, prefix, plen ? "." : "", own, CLCNN_SPEC_PATH_MAX - 1);
+        memcpy(paths[i], prefix, plen);
+        if (plen) paths[i][plen++] = '.';
+        memcpy(paths[i] + plen, own, olen + 1);
+        if (d->kind == CLCNN_LAYER_RES) {
+            int body = d->body, sc = d->shortcut;
+            if ((st = path_list(l, i + 1, body, paths[i], 0, paths, e))) return st;
+            if ((st = path_list(l, i + 1 + body, sc, paths[i], body, paths, e))) return st;
+            i += 1 + body + sc;
+            continue;
+        }
+        i++;
+    }
+    return CLCNN_SUCCESS;
+}
+
+clcnn_status clcnn_spec_paths(const clcnn_layer_desc *layers, int n,
+                              char (*paths)[CLCNN_SPEC_PATH_MAX], clcnn_error *e) {
+    return path_list(layers, 0, n, "", 0, paths, e);
+}
+
+/* The value of d's field for slot: an integer into *iv, or a real (returns 1) into *rv. */
+static int slot_value(const clcnn_layer_desc *d, clcnn_spec_slot slot, int *iv, double *rv) {
+    switch (slot) {
+    case CLCNN_SLOT_OUT: *iv = d->out; return 0;
+    case CLCNN_SLOT_KERNEL: *iv = d->kernel; return 0;
+    case CLCNN_SLOT_STRIDE: *iv = d->stride; return 0;
+    case CLCNN_SLOT_PAD: *iv = d->pad; return 0;
+    case CLCNN_SLOT_BIAS: *iv = d->bias; return 0;
+    case CLCNN_SLOT_P: *rv = d->p; return 1;
+    case CLCNN_SLOT_FACTOR: *rv = d->factor; return 1;
+    case CLCNN_SLOT_EPS: *rv = d->eps; return 1;
+    case CLCNN_SLOT_MOMENTUM: *rv = d->momentum; return 1;
+    default: *iv = 0; return 0;
+    }
+}
+
+/* "args": every slot the kind takes, positionally or by keyword, with its value. */
+static void json_args(const clcnn_layer_desc *d, const clcnn_layer_syntax *ls, clcnn_spec_buf *b) {
+    unsigned used = ls->kw;
+    int first = 1;
+    for (int k = 0; k < ls->npos; k++)
+        used |= CLCNN_SLOT_BIT(ls->pos[k]);
+    clcnn_spec_append(b, "\"args\": {");
+    for (int slot = 0; slot < CLCNN_SLOT_COUNT; slot++) {
+        int iv = 0;
+        double rv = 0;
+        if (!(used & CLCNN_SLOT_BIT(slot))) continue;
+        clcnn_spec_append(b, "%s\"%s\": ", first ? "" : ", ", slots[slot].name);
+        if (slot_value(d, (clcnn_spec_slot)slot, &iv, &rv))
+            clcnn_spec_append_real(b, rv);
+        else
+            clcnn_spec_append(b, "%d", iv);
+        first = 0;
+    }
+    clcnn_spec_append(b, "}");
+}
+
+size_t clcnn_spec_json(const clcnn_layer_desc *layers, int n, char *buf, size_t size,
+                       clcnn_error *e) {
+    clcnn_spec_buf b = {buf, buf ? size : 0, 0};
+    char(*paths)[CLCNN_SPEC_PATH_MAX] = calloc((size_t)(n > 0 ? n : 1), sizeof *paths);
+    if (b.size > 0) buf[0] = '\0';
+    if (!paths) return clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory"), (size_t)-1;
+    if (clcnn_spec_paths(layers, n, paths, e)) return free(paths), (size_t)-1;
+    /* the canonical text holds only printable ASCII (the parser refuses the rest); quotes and
+     * backslashes cannot occur in it */
+    size_t len = clcnn_spec_format(layers, n, NULL, 0);
+    char *text = malloc(len + 1);
+    if (!text) return free(paths), clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory"),
+                      (size_t)-1;
+    clcnn_spec_format(layers, n, text, len + 1);
+    clcnn_spec_append(&b, "{\"spec\": \"%s\", \"layers\": [", text);
+    free(text);
+    for (int i = 0; i < n; i++) {
+        const clcnn_layer_desc *d = &layers[i];
+        const clcnn_layer_syntax *ls = clcnn_layer_syntax_of(d->kind);
+        clcnn_spec_append(&b, "%s\n  {\"index\": %d, \"kind\": \"%s\", \"torch\": \"%s\", ",
+                          i ? "," : "", i, ls ? ls->name : "unknown",
+                          clcnn_layer_kind_name(d->kind));
+        clcnn_spec_append(&b, "\"path\": \"%s\", \"inputs\": [", paths[i]);
+        for (int k = 0; k < d->n_in; k++)
+            clcnn_spec_append(&b, "%s%d", k ? ", " : "", d->in[k]);
+        clcnn_spec_append(&b, "], ");
+        if (ls && ls->group)
+            clcnn_spec_append(&b, "\"body\": %d, \"shortcut\": %d, ", d->body, d->shortcut);
+        if (ls) json_args(d, ls, &b);
+        clcnn_spec_append(&b, "}");
+    }
+    clcnn_spec_append(&b, "\n]}\n");
+    free(paths);
+    return b.len;
+}
+
+clcnn_status clcnn_spec_graph_json(const char *spec, char *json, size_t size, size_t *needed,
+                                   char *err, size_t errsize) {
+    clcnn_error e = {{0}, CLCNN_SUCCESS};
+    clcnn_layer_desc *l = NULL;
+    int n = 0;
+    size_t len = (size_t)-1;
+    if (needed) *needed = 0;
+    if (json && size) json[0] = '\0';
+    if (!json && size) clcnn_fail(&e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_spec_graph_json: NULL");
+    else if (clcnn_spec_parse(spec, &l, &n, &e) == CLCNN_SUCCESS)
+        len = clcnn_spec_json(l, n, json, size, &e);
+    free(l);
+    if (len != (size_t)-1 && needed) *needed = len;
+    if (err && errsize) snprintf(err, errsize, "%s", e.msg);
+    return e.code;
+}

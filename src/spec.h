@@ -17,6 +17,9 @@
 #define CLCNN_SPEC_MAX_LABELS 256 /* value labels ("x:") a spec defines, redefinitions included */
 #define CLCNN_SPEC_NAME_MAX 48    /* bytes of a module name ("layer1.0.conv1") with its NUL */
 #define CLCNN_SPEC_LABEL_MAX 24   /* bytes of a value label with its NUL */
+/* Bytes of a layer's module path with its NUL ("layer1.0.downsample.1"); with the longest
+ * parameter name after it (".num_batches_tracked") it fits CLCNN_PARAM_NAME_MAX. */
+#define CLCNN_SPEC_PATH_MAX 72
 /* The most inputs a node reads (add, cat, mul and the residual sum; every other kind reads
  * one). */
 #define CLCNN_MAX_INPUTS 64
@@ -69,6 +72,19 @@ typedef struct clcnn_layer_desc {
  * expects a non-negative integer, got 'x' (in "conv(32,5,pad=x)")`. Bad text, including an
  * empty spec, is CLCNN_ERR_SPEC; a NULL argument is CLCNN_ERR_INVALID_ARGUMENT. */
 clcnn_status clcnn_spec_parse(const char *spec, clcnn_layer_desc **layers, int *n, clcnn_error *e);
+
+/* The module path of every entry of layers[0..n) into paths[i]: its index in its list (at the
+ * top "0", "1", ...; in a residual block the block's path, '.', and the index, the shortcut's
+ * entries numbered after the body's), or its module name, also relative to the block. A path
+ * longer than CLCNN_SPEC_PATH_MAX - 1 bytes is CLCNN_ERR_SPEC, naming the layer. */
+clcnn_status clcnn_spec_paths(const clcnn_layer_desc *layers, int n,
+                              char (*paths)[CLCNN_SPEC_PATH_MAX], clcnn_error *e);
+
+/* The graph of layers[0..n) as JSON (docs/MODEL_SPEC.md, "The graph as JSON"), snprintf-style:
+ * at most size bytes including the NUL (buf may be NULL when size is 0); returns the length
+ * the full text needs, or (size_t)-1 with e set when a path is too long or memory runs out. */
+size_t clcnn_spec_json(const clcnn_layer_desc *layers, int n, char *buf, size_t size,
+                       clcnn_error *e);
 
 /* The text of a preset ("seed", "seed-relu", "resnet", "resnet18"; case-insensitive, exact), or NULL. */
 const char *clcnn_spec_preset(const char *name);

@@ -4,11 +4,12 @@
     python3 tests/test_torch_builder.py CHECKPOINT SPEC C H W  # also load a clcnn checkpoint
     python3 tests/test_torch_builder.py --clcnn BUILD/clcnn_train [--data DIR] [--work DIR]
 
-Self-checks: every preset (the texts compared with src/spec.c's) and a spec using every layer
+Self-checks: every preset (resnet18 against torchvision's module) and a spec using every layer
 kind (nested res, N*( ) repetition) build on 1x28x28 and 3x32x32 with the expected output
-shapes, modules and state_dict names; the grammar (aliases, case, separators, keywords, real
-numbers) gives the same modules as the canonical text; bad specs raise ValueError with
-src/spec.c's messages. With a checkpoint (a clcnn weights file, safetensors), the model of SPEC
+shapes, modules and state_dict names; a graph-form spec computes what torch computes from the
+same modules; the grammar (aliases, case, separators, keywords, real numbers) gives the same
+modules as the canonical text; bad specs raise ValueError with src/spec.c's messages (the
+graph comes from clcnn_train --graph-json: $CLCNN_TRAIN or build/clcnn_train). With a checkpoint (a clcnn weights file, safetensors), the model of SPEC
 on C x H x W inputs loads it with strict=True and holds exactly its tensors. With --clcnn, the
 every-layer spec is trained for 60 steps by clcnn_train on Fashion-MNIST (default
 /usr/share/datasets/fashion-mnist), its checkpoint is loaded strictly and PyTorch's test
@@ -50,32 +51,33 @@ def out_shape(model, c, h, w):
         return tuple(model(torch.randn(2, c, h, w)).shape)
 
 
+PRESET_NAMES = ("seed", "seed-relu", "resnet", "resnet18")
+
+
 def test_presets():
-    check(set(clcnn_torch.PRESETS) >= {"seed", "seed-relu", "resnet"}, "presets listed")
-    # PRESETS holds src/spec.c's texts, when the source tree is here to compare with.
-    spec_c = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "spec.c")
-    if os.path.exists(spec_c):
-        with open(spec_c) as f:
-            src = f.read()
-        table = src[src.index("spec_preset presets[]"):]
-        table = table[:table.index("};")]
-        table = re.sub(r"/\*.*?\*/", "", table, flags=re.S)
-        found = {}
-        for name, body in re.findall(r'\{\s*"([^"]+)"\s*,((?:\s*"(?:[^"\\]|\\.)*")+)\s*\}', table):
-            found[name] = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', body))
-        graph = {k: found.pop(k) for k in list(found) if k in clcnn_torch.GRAPH_PRESETS}
-        check(set(graph) == set(clcnn_torch.GRAPH_PRESETS),
-              "GRAPH_PRESETS == src/spec.c's graph-form presets: %s" % sorted(graph))
-        check(found == clcnn_torch.PRESETS, "PRESETS == src/spec.c's presets: %s" % found)
-    for name, text in clcnn_torch.PRESETS.items():
+    for name in PRESET_NAMES:
+        text = clcnn_torch.graph(name)["spec"]
         for c, h, w in ((1, 28, 28), (3, 32, 32)):
             m = clcnn_torch.build(name, c, h, w)
-            check(out_shape(m, c, h, w)[1:] == clcnn_torch.output_shape(text, c, h, w),
+            check(out_shape(m, c, h, w)[1:] == clcnn_torch.output_shape(text, c, h, w) == (10,),
                   "preset %s on %dx%dx%d: output shape" % (name, c, h, w))
             m2 = clcnn_torch.build(" " + name.upper() + "\n", c, h, w)
             check(list(m.state_dict()) == list(m2.state_dict()), "preset %s by name" % name)
             check(list(m.state_dict()) == list(clcnn_torch.build(text, c, h, w).state_dict()),
-                  "preset %s by text" % name)
+                  "preset %s by its canonical text" % name)
+    try:
+        import torchvision
+    except ImportError:
+        torchvision = None
+    if torchvision is not None:  # resnet18 is torchvision's module, name for name
+        t = torchvision.models.resnet18(num_classes=10).eval()
+        m = clcnn_torch.build("resnet18", 3, 32, 32).eval()
+        check([(k, v.shape) for k, v in m.state_dict().items()] ==
+              [(k, v.shape) for k, v in t.state_dict().items()], "resnet18 state_dict")
+        m.load_state_dict(t.state_dict(), strict=True)
+        x = torch.randn(2, 3, 32, 32)
+        with torch.no_grad():
+            check(torch.equal(m(x), t(x)), "resnet18 computes torchvision's function")
     resnet = clcnn_torch.build("resnet", 1, 28, 28)
     names = list(resnet.state_dict())
     check(names[:6] == ["0.weight", "1.weight", "1.bias", "1.running_mean", "1.running_var",
@@ -143,13 +145,11 @@ def test_all_layers():
         check((ap.kernel_size, ap.stride, ap.padding, ap.count_include_pad) == (2, 2, 0, True),
               "avgpool args")
         check(m[8].s == 0.5 and m[17].s == 0.125, "scale values")
-        check(len(B.parse("res(conv(8,3,pad=1) res(relu))")[0]["body"]) == 2, "res body")
+        check(B.graph("res(conv(8,3,pad=1) res(relu))")["layers"][0]["body"] == 3, "res body")
         check(m[12].in_features == 16 and m[16].bias is None, "linear in_features, bias=0")
-        # res is x + body(x); scale is x * s.
+        # scale is x * s (res blocks: test_graph)
         x = torch.randn(2, 8, 5, 5)
-        r = m[3].eval()
         with torch.no_grad():
-            check(torch.allclose(r(x), x + nn.Sequential(*r)(x)), "Residual forward")
             check(torch.equal(m[8](x), x * 0.5), "Scale forward")
         gap = B.build(ALL_GAP, c, h, w)
         check(isinstance(gap[1], nn.AdaptiveAvgPool2d) and out_shape(gap, c, h, w) == (2, 3),
@@ -163,6 +163,32 @@ def test_all_layers():
                "scale(0.125)")
         m2 = B.build(alt, c, h, w)
         check(str(m2) == str(m), "aliases/case/separators give the same modules")
+
+
+def test_graph():
+    """The graph form: every value as torch computes it from the same modules."""
+    B = clcnn_torch
+    spec = ("conv(8,3,pad=1) x: relu c=conv(8,3,pad=1) add(@x) y: conv(4,1) cat(@y) "
+            "s: globalavgpool g=conv(12,1) mul(@s) "
+            "b=res(c1=conv(12,3,pad=1,bias=0) bn | d.0=conv(12,1,stride=1) d.1=bn) flatten fc=linear(10)")
+    m = B.build(spec, 3, 8, 8).eval()
+    names = [k for k in m.state_dict()]
+    check(names[:6] == ["0.weight", "0.bias", "c.weight", "c.bias", "4.weight", "4.bias"] and
+          "b.c1.weight" in names and "b.d.1.running_var" in names and names[-1] == "fc.bias",
+          "graph state_dict names: %s" % names)
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        v0 = m[0](x)
+        v1 = torch.relu(v0)
+        v3 = m["c"](v1) + v0
+        v5 = torch.cat([m[4](v3), v3], 1)
+        v7 = m["g"](nn.functional.adaptive_avg_pool2d(v5, 1)) * v5
+        blk = m["b"]
+        v8 = blk["d"][1](blk["d"][0](v7)) + blk[1](blk["c1"](v7))
+        want = m["fc"](v8.flatten(1))
+        check(torch.equal(m(x), want), "graph forward")
+    ng = sum(1 for d in B.graph(spec)["layers"] if d["kind"] in ("add", "cat", "mul"))
+    check(ng == 3, "add, cat and mul in the graph")
 
 
 def test_grammar():
@@ -190,8 +216,9 @@ def test_grammar():
     ]
     for a, b in same:
         check(str(B.build(a, 3, 32, 32)) == str(B.build(b, 3, 32, 32)), "same: %r == %r" % (a, b))
-    layers = B.parse("3*(res(2*(relu)))")
-    check(len(layers) == 3 and all(len(d["body"]) == 2 for d in layers), "parse repetition of res")
+    layers = B.graph("3*(res(2*(relu)))")["layers"]
+    check(len(layers) == 9 and [d["body"] for d in layers if d["kind"] == "res"] == [2, 2, 2],
+          "repetition of res")
     bad = [
         ("", "empty spec"), ("   ", "empty spec"), ("convv(32,5)", "unknown layer 'convv'"),
         ("conv(32)", "needs at least 2 positional"), ("conv(32,5,pad=x)", "pad expects"),
@@ -228,9 +255,9 @@ def test_grammar():
         ("bn(eps=1.1754942e-38)", "bn eps '1.1754942e-38' is too small for float"),
         ("bn(momentum=1e-39)", "bn momentum '1e-39' is too small for float"),
         ("dropout(p=1e-45)", "dropout p '1e-45' is too small for float"),
-        ("res(conv(4,3,pad=1))", "must have the shape"), ("linear(10)", "needs a flat input"),
-        ("flatten conv(4,3)", "needs a C x H x W input"), ("conv(4,64)", "kernel 64 is larger"),
-        ("flatten globalmaxpool", "needs a C x H x W input"),
+        ("res(conv(4,3,pad=1))", "on 3 x 32 x 32 inputs"), ("linear(10)", "needs flat features"),
+        ("flatten conv(4,3)", "on 3 x 32 x 32 inputs"), ("conv(4,64)", "on 3 x 32 x 32 inputs"),
+        ("relu add(@y)", "no value is labelled 'y'"),
         ("9*(9*(9*(9*(9*(9*(9*(9*(9*(relu)))))))))", "groups nest deeper than 8"),
         ("res(2*(res(2*(res(2*(res(2*(res(relu))))))))))", "groups nest deeper than 8"),
     ]
@@ -371,6 +398,7 @@ USAGE = """usage: %s                                  self-checks only
 def main(argv):
     test_presets()
     test_all_layers()
+    test_graph()
     test_grammar()
     rc = 0
     if len(argv) == 6 and not argv[1].startswith("--"):

@@ -49,6 +49,7 @@ typedef char normalize_text[128];
     X(p, int, list_devices, STEP, INT, "--list-devices")                                          \
     X(p, int, version, LOCAL, NONE, "ends before MPI starts (mpirun then ends the job)")          \
     X(p, int, help, LOCAL, NONE, "ends before MPI starts (mpirun then ends the job)")             \
+    X(p, int, graph_json, LOCAL, NONE, "ends before MPI starts (mpirun then ends the job)")       \
     X(p, const char *, data, LOCAL, NONE, "each machine its own copy; what it holds is compared " \
       "(images, format, shape)")                                                                   \
     X(p, const char *, dataset, LOCAL, NONE, "the format found is compared")                      \
@@ -226,6 +227,9 @@ static const char usage_text[] =
     "                        --epochs or --batch-size that change its length (--epochs\n"
     "                        defaults to the schedule's)\n"
     "  --eval-only           evaluate the test set with --init or --resume weights and exit\n"
+    "  --graph-json          print the --model graph as JSON and exit (no device, no data):\n"
+    "                        each layer's kind, module path, inputs and arguments, what\n"
+    "                        python/clcnn_torch.py builds its PyTorch module from\n"
     "  --plan                print the model's plan for --batch-size and exit: one line per\n"
     "                        node (a layer, or two fused: a convolution and the MaxPool2d(2)\n"
     "                        after it, a BatchNorm and the ReLU after it) with its input,\n"
@@ -366,6 +370,7 @@ static const cli_arg cli_args[] = {
     {"--no-shuffle",     ARG_FLAG,      OPT(no_shuffle),     NOT_RECORDED,         0, 0},
     {"--eval-only",      ARG_FLAG,      OPT(eval_only),      NOT_RECORDED,         0, 0},
     {"--plan",           ARG_FLAG,      OPT(plan),           NOT_RECORDED,         0, 0},
+    {"--graph-json",     ARG_FLAG,      OPT(graph_json),     NOT_RECORDED,         0, 0},
     {"--no-tensorboard", ARG_FLAG,      OPT(no_tensorboard), NOT_RECORDED,         0, 0},
     {"--platform",       ARG_INT,       OPT(platform),       NOT_RECORDED,         0, INT_MAX},
     {"--device",         ARG_INT,       OPT(device),         NOT_RECORDED,         0, INT_MAX},
@@ -645,6 +650,25 @@ static const char *type_name(clcnn_device_type t) {
     case CLCNN_DEVICE_OTHER: break;
     }
     return "other";
+}
+
+/* --graph-json: the graph of the --model spec (clcnn_spec_graph_json). */
+static int print_graph_json(const char *model) {
+    char err[1100];
+    size_t need = 0;
+    if (clcnn_spec_graph_json(model, NULL, 0, &need, err, sizeof err) != CLCNN_SUCCESS) {
+        say("--model: %s", err);
+        return 2;
+    }
+    char *json = malloc(need + 1);
+    if (!json) {
+        say("out of memory");
+        return 1;
+    }
+    clcnn_spec_graph_json(model, json, need + 1, NULL, NULL, 0);
+    fputs(json, stdout);
+    free(json);
+    return fflush(stdout) == 0 ? 0 : 1;
 }
 
 static int print_version(void) {
@@ -1964,6 +1988,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (o.version) return print_version();
+    if (o.graph_json) return print_graph_json(o.model);
     /* It has said why; MPI may be up, so every rank goes down with this one. */
     if (cli_dist_init(&dist, &argc, &argv)) cli_dist_abort(&dist, 1);
     r.dist = &dist;
