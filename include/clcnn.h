@@ -267,6 +267,13 @@ void clcnn_model_free(clcnn_model *model);
 const char *clcnn_model_errmsg(const clcnn_model *model);
 clcnn_status clcnn_model_errcode(const clcnn_model *model);
 
+/* The device memory, in bytes, that a training step on a batch of `batch` samples takes in the
+ * model's buffers: parameters, gradients, optimizer state and statistics, and every per-batch
+ * buffer as the plan places them (activations, output gradients sharing buffers by liveness,
+ * workspaces). The context's own buffers are not included. 0 for a batch the model cannot
+ * take. */
+size_t clcnn_model_device_bytes(clcnn_model *model, int batch);
+
 /* The model's canonical spec text (every layer written out, presets expanded). */
 const char *clcnn_model_spec(const clcnn_model *model);
 

@@ -272,6 +272,96 @@ static clcnn_status size_batch(clcnn_model *m, int n, clcnn_node_bufs *bufs, clc
     return CLCNN_SUCCESS;
 }
 
+/* What n's backward reads (layer.h's backward_reads; NULL: everything). */
+static unsigned reads(const clcnn_node *n) {
+    return n->ops->backward_reads ? n->ops->backward_reads(n) : CLCNN_READS_X | CLCNN_READS_Y;
+}
+
+/* A buffer some nodes hold in turn: the span of a training step it is needed in, on one time
+ * line: forward step i at time i, the loss at n_nodes, backward step i at 2 n_nodes - i. */
+typedef struct tenant {
+    int start, end; /* inclusive */
+    size_t need;    /* elements */
+    int *slot;      /* where the slot it is given goes */
+} tenant;
+
+/* Gives each tenant a slot whose other tenants' spans do not meet its own: in the order the
+ * spans start, the free slot that fits best (or the largest, which grows), else a new one.
+ * sizes[k] receives slot k's elements; returns the number of slots, -1 when out of memory. */
+static int place(tenant *t, int n, size_t *sizes) {
+    int n_slots = 0;
+    int *busy = calloc((size_t)n + 1, sizeof *busy); /* per slot: the end of its last tenant */
+    if (!busy) return -1;
+    for (int done = 0; done < n; done++) {
+        int next = -1;
+        for (int i = 0; i < n; i++)
+            if (*t[i].slot == -3 && (next < 0 || t[i].start < t[next].start)) next = i;
+        tenant *c = &t[next];
+        int best = -1;
+        for (int k = 0; k < n_slots; k++) {
+            if (busy[k] >= c->start) continue;
+            int fits = sizes[k] >= c->need, bfits = best >= 0 && sizes[best] >= c->need;
+            if (best < 0 || (fits && (!bfits || sizes[k] < sizes[best])) ||
+                (!fits && !bfits && sizes[k] > sizes[best]))
+                best = k;
+        }
+        if (best < 0) best = n_slots++, sizes[best] = 0;
+        if (sizes[best] < c->need) sizes[best] = c->need;
+        busy[best] = c->end;
+        *c->slot = best;
+    }
+    free(busy);
+    return n_slots;
+}
+
+/* The nodes' outputs and output gradients by liveness (docs/ARCHITECTURE.md, "Memory"): a
+ * value no backward reads (backward_reads) is needed from its forward to its last reader's;
+ * one a backward reads, to the end of the step; the gradient of node r's output from the
+ * backward of its last reader (the loss, for the model's output) down to r's own. Buffers whose
+ * spans do not meet are one. act_of[r] and grad_of[r] receive r's slots, -1 for a view (its
+ * input's buffers) and -2 for a buffer nothing writes or reads: the output of a node that hands
+ * it over only padded (pad_only), the gradient of one whose gradient is handed over only
+ * padded (gpad_only). Returns the number of slots (sizes in floats, per slot), -1 when out of
+ * memory. */
+static int place_values(const clcnn_model *m, int n, int *act_of, int *grad_of, size_t *sizes) {
+    int N = m->n_nodes, k = 0;
+    tenant *t = calloc(2 * (size_t)N + 1, sizeof *t);
+    unsigned char *plain_unused = calloc((size_t)N + 1, 1);
+    if (!t || !plain_unused) {
+        free(t), free(plain_unused);
+        return -1;
+    }
+    for (int r = 0; r < N; r++)
+        if (m->nodes[r].gpad_to >= 0 && m->nodes[r].gpad_only)
+            plain_unused[m->nodes[r].gpad_to] = 1;
+    for (int r = 0; r < N; r++) {
+        const clcnn_node *R = &m->nodes[r];
+        act_of[r] = grad_of[r] = -1;
+        if (is_view(R)) continue;
+        /* readers, through views: the last forward, the last backward that reads the value */
+        int last = r == N - 1 ? N : r, back = reads(R) & CLCNN_READS_Y ? 2 * N - r : -1;
+        for (int j = r + 1; j < N; j++)
+            for (int s = 0; s < m->nodes[j].n_in && !is_view(&m->nodes[j]); s++) {
+                if (storage_of(m, m->nodes[j].in[s]) != r) continue;
+                if (j > last) last = j;
+                if ((reads(&m->nodes[j]) & CLCNN_READS_X) && 2 * N - j > back) back = 2 * N - j;
+            }
+        size_t need = (size_t)n * R->y.c * R->y.h * R->y.w;
+        act_of[r] = grad_of[r] = -3;
+        if (R->pad_to >= 0 && R->pad_only)
+            act_of[r] = -2;
+        else
+            t[k++] = (tenant){r, back > last ? back : last, need, &act_of[r]};
+        if (plain_unused[r])
+            grad_of[r] = -2;
+        else
+            t[k++] = (tenant){last == N ? N : 2 * N - last, 2 * N - r, need, &grad_of[r]};
+    }
+    int n_slots = place(t, k, sizes);
+    free(t), free(plain_unused);
+    return n_slots;
+}
+
 /* Allocates `elems` elements of `size` bytes into *buf when elems > 0, naming it by fmt and
  * the layer index. */
 static clcnn_status alloc_named(clcnn_model *m, cl_mem *buf, size_t elems, size_t size,
@@ -282,8 +372,9 @@ static clcnn_status alloc_named(clcnn_model *m, cl_mem *buf, size_t elems, size_
     return clcnn_model_alloc(m, buf, elems * size, what);
 }
 
-/* Node i's output and gradient (or its input's, for a view) and its own buffers. */
-static clcnn_status alloc_node(clcnn_model *m, int i, int n) {
+/* Node i's own buffers; its output and output gradient are the buffers out and gout (its
+ * input's, for a view). */
+static clcnn_status alloc_node(clcnn_model *m, int i, cl_mem out, cl_mem gout) {
     const clcnn_node *N = &m->nodes[i];
     clcnn_node_bufs *b = &m->bufs[i];
     int last = N->layer + N->n_layers - 1, src = N->in[0] + 1;
@@ -294,11 +385,8 @@ static clcnn_status alloc_node(clcnn_model *m, int i, int n) {
         if (m->gact[src]) clRetainMemObject(m->gact[src]);
         m->gact[i + 1] = m->gact[src];
     } else {
-        size_t out = (size_t)n * N->y.c * N->y.h * N->y.w;
-        if ((st = alloc_named(m, &m->act[i + 1], out, 4, "the output of layer %d", last)))
-            return st;
-        if ((st = alloc_named(m, &m->gact[i + 1], out, 4, "the gradient of layer %d", last)))
-            return st;
+        clRetainMemObject(m->act[i + 1] = out);
+        clRetainMemObject(m->gact[i + 1] = gout);
     }
     if ((st = alloc_named(m, &b->aux, b->ws.aux, sizeof(int), "the argmax of layer %d", last)))
         return st;
@@ -348,37 +436,111 @@ clcnn_status clcnn_model_check_batch(clcnn_model *m, int batch) {
     return st;
 }
 
+/* What one batch of n needs, placed (size_batch and grad_slots), before anything is allocated.
+ * slot_of has n_nodes entries, slot_size n_nodes + 1. */
+typedef struct batch_plan {
+    clcnn_node_bufs *bufs;
+    clcnn_node_ws shared;
+    size_t gsum[CLCNN_MAX_INPUTS];
+    int *act_of, *grad_of, n_slots; /* place_values */
+    size_t *slot_size;
+} batch_plan;
+
+static void plan_free(batch_plan *b) {
+    free(b->bufs), free(b->act_of), free(b->grad_of), free(b->slot_size);
+    memset(b, 0, sizeof *b);
+}
+
+static clcnn_status plan_batch(clcnn_model *m, int n, batch_plan *b) {
+    size_t nn = (size_t)m->n_nodes + 1;
+    memset(b, 0, sizeof *b);
+    b->bufs = calloc(nn, sizeof *b->bufs);
+    b->act_of = calloc(nn, sizeof *b->act_of);
+    b->grad_of = calloc(nn, sizeof *b->grad_of);
+    b->slot_size = calloc(2 * nn, sizeof *b->slot_size);
+    clcnn_status st = CLCNN_SUCCESS;
+    if (!b->bufs || !b->act_of || !b->grad_of || !b->slot_size ||
+        (b->n_slots = place_values(m, n, b->act_of, b->grad_of, b->slot_size)) < 0)
+        st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
+    else
+        st = size_batch(m, n, b->bufs, &b->shared, b->gsum);
+    if (st) plan_free(b);
+    return st;
+}
+
+/* The device bytes of the batch buffers a plan allocates (as clcnn_model_reserve does). */
+static size_t plan_bytes(const clcnn_model *m, int n, const batch_plan *b) {
+    size_t f = (size_t)n * m->in_c * m->in_h * m->in_w; /* floats and ints: 4 bytes each */
+    for (int i = 0; i < m->n_nodes; i++) {
+        const clcnn_node_ws *w = &b->bufs[i].ws;
+        f += w->aux + w->keep_pad + w->keep_gpad + w->keep_col;
+    }
+    for (int k = 0; k < b->n_slots; k++)
+        f += b->slot_size[k];
+    for (int s = 0; s < CLCNN_MAX_INPUTS; s++)
+        f += b->gsum[s];
+    f += b->shared.col + b->shared.rows + b->shared.xpad + b->shared.wflip;
+    /* labels, losses, hits; the placeholder */
+    return 4 * f + (size_t)n * (1 + sizeof(float) + sizeof(int)) + 4;
+}
+
+/* The bytes the model holds whatever the batch: parameters, gradients, optimizer state,
+ * statistics and the accumulators. */
+static size_t fixed_bytes(const clcnn_model *m) {
+    size_t states = (size_t)clcnn_optimizer_states(&m->opt);
+    return m->total * sizeof(float) * (2 + states) + m->n_stats * sizeof(float) +
+           2 * sizeof(float) + 2 * sizeof(int);
+}
+
+size_t clcnn_model_device_bytes(clcnn_model *m, int batch) {
+    batch_plan b;
+    if (!m || !m->nodes || batch <= 0 || plan_batch(m, batch, &b)) return 0;
+    size_t bytes = fixed_bytes(m) + plan_bytes(m, batch, &b);
+    plan_free(&b);
+    return bytes;
+}
+
 /* Sizes every per-batch buffer for n samples; a no-op when they are already large enough. */
 clcnn_status clcnn_model_reserve(clcnn_model *m, int n) {
     clcnn_status st;
-    clcnn_node_ws shared = {0};
-    size_t gsum[CLCNN_MAX_INPUTS] = {0}, nn = (size_t)m->n_nodes + 1;
+    size_t nn = (size_t)m->n_nodes + 1;
+    batch_plan b;
+    cl_mem *slots = NULL;
     if (n <= m->cap) return CLCNN_SUCCESS;
-    clcnn_node_bufs *bufs = calloc(nn, sizeof *bufs);
-    if (!bufs) return clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
-    if ((st = size_batch(m, n, bufs, &shared, gsum))) {
-        free(bufs);
-        return st;
-    }
+    if ((st = plan_batch(m, n, &b))) return st;
     release_batch(m);
-    m->bufs = bufs;
-    m->shared = shared;
+    m->bufs = b.bufs, b.bufs = NULL;
+    m->shared = b.shared;
     m->act = calloc(nn, sizeof *m->act);
     m->gact = calloc(nn, sizeof *m->gact);
-    if (!m->act || !m->gact) {
+    slots = calloc(2 * nn + 1, sizeof *slots);
+    if (!m->act || !m->gact || !slots) {
         st = clcnn_fail(&m->err, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory");
         goto fail;
     }
     size_t in_floats = (size_t)n * m->in_c * m->in_h * m->in_w;
     if ((st = clcnn_model_alloc(m, &m->act[0], in_floats * sizeof(float), "the input batch")))
         goto fail;
-    for (int i = 0; i < m->n_nodes; i++)
-        if ((st = alloc_node(m, i, n))) goto fail;
-    if ((st = alloc_shared(m, n, gsum))) goto fail;
+    for (int k = 0; k < b.n_slots; k++)
+        if ((st = clcnn_model_alloc(m, &slots[k], b.slot_size[k] * 4, "outputs and gradients")))
+            goto fail;
+    /* what nothing reads or writes: a placeholder, for the kernels' arguments */
+    if ((st = clcnn_model_alloc(m, &slots[b.n_slots], 4, "a placeholder"))) goto fail;
+    for (int i = 0; i < m->n_nodes; i++) {
+        int a = b.act_of[i], g = b.grad_of[i];
+        cl_mem out = slots[a == -2 ? b.n_slots : a < 0 ? 0 : a];
+        cl_mem gout = slots[g == -2 ? b.n_slots : g < 0 ? 0 : g];
+        if ((st = alloc_node(m, i, out, gout))) goto fail;
+    }
+    if ((st = alloc_shared(m, n, b.gsum))) goto fail;
+    m->n_slots = b.n_slots;
     m->cap = n;
-    return CLCNN_SUCCESS;
 fail:
-    release_batch(m);
+    for (int k = 0; slots && k <= b.n_slots; k++)
+        release(&slots[k]); /* the act and gact entries hold them */
+    free(slots);
+    plan_free(&b);
+    if (st) release_batch(m);
     return st;
 }
 

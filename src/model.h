@@ -36,7 +36,8 @@ struct clcnn_model {
     int last_n;
     /* Per-batch buffers, sized for `cap` samples (clcnn_model_reserve). act[0] is the input,
      * act[i+1] the output of node i; gact[i] the gradient of act[i]. A node whose forward is a
-     * view shares its input's buffers. gsum[s] holds the gradient a node's backward writes for
+     * view shares its input's buffers; entries whose spans in a step do not meet share one
+     * buffer (clcnn_model_reserve). gsum[s] holds the gradient a node's backward writes for
      * its input s when another reader of that value has written the value's gradient already,
      * until it is added in. */
     int cap;
@@ -45,6 +46,9 @@ struct clcnn_model {
     cl_mem labels, loss_vec, correct_vec;
     cl_mem col, rows, xpad, wflip;
     cl_mem gsum[CLCNN_MAX_INPUTS];
+    /* The buffers that act[] and gact[] entries hold references to (clcnn_model_reserve places
+     * outputs and output gradients by liveness, several to a buffer). */
+    int n_slots;
     clcnn_node_ws shared; /* floats allocated in col, rows, xpad, wflip */
     /* The loss's label smoothing, 0..1, as given (clcnn_model_set_label_smoothing). */
     double label_smoothing;

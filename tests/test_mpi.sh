@@ -272,7 +272,7 @@ step_options=(
     "--data||--data $work/tiny48|training images: rank 0 has 32, rank 1 has 48"
 )
 # Options ranks may differ in (CLI_OPTIONS in src/cli/clcnn_train.c says why), shown below.
-local_options=(--platform --device --devices --version --help --data --dataset
+local_options=(--platform --device --devices --version --help --graph-json --data --dataset
                --save-dir --logdir --no-tensorboard --metrics --init --resume --no-recipe)
 agree_jobs=()
 for c in "${step_options[@]}"; do

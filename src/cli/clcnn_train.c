@@ -236,7 +236,8 @@ static const char usage_text[] =
     "                        output shape, the algorithm of its forward, weight gradient and\n"
     "                        input gradient, and its buffers' size (\"pads for N\": it writes\n"
     "                        node N's padded input, so N pads nothing; \"pads gradient for N\":\n"
-    "                        the same for N's output gradient); a batch too large for\n"
+    "                        the same for N's output gradient), then the device memory of a\n"
+    "                        training step; a batch too large for\n"
     "                        clcnn's 32-bit indices or the device's largest allocation fails\n"
     "                        with the error a training step would give\n"
     "\n"
@@ -1588,6 +1589,10 @@ static int make_model(run_state *r, cli_options *o, const char *spec, const int 
         nparams += clcnn_model_param_trained(r->model, i) ? k : 0;
     }
     printf("model: %s (%zu parameters)\n", clcnn_model_spec(r->model), nparams);
+    size_t bytes = clcnn_model_device_bytes(r->model, (int)o->batch_size);
+    if (!o->eval_only && bytes)
+        printf("device memory: %.1f MiB for a training step of %d samples on one device\n",
+               (double)bytes / (1024.0 * 1024.0), (int)o->batch_size);
     return 0;
 }
 
@@ -1931,6 +1936,9 @@ static int print_plan(clcnn_model *m, int batch) {
     if (!buf) return 1;
     clcnn_model_plan(m, batch, buf, n + 1);
     printf("plan for a batch of %d:\n%s", batch, buf);
+    printf("device memory of a training step: %.1f MiB (parameters, optimizer state and every "
+           "batch buffer)\n",
+           (double)clcnn_model_device_bytes(m, batch) / (1024.0 * 1024.0));
     free(buf);
     return 0;
 }

@@ -72,4 +72,5 @@ const clcnn_layer_ops clcnn_avgpool2d_ops = {
     .plan = clcnn_plan_rules_one,
     .forward = avgpool_forward,
     .backward = avgpool_backward,
+    .backward_reads = clcnn_reads_nothing,
 };

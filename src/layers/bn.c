@@ -298,4 +298,5 @@ const clcnn_layer_ops clcnn_bn_ops = {
     .backward = bn_backward,
     .writes_padded = bn_writes_padded,
     .writes_gx_padded = bn_writes_padded,
+    .backward_reads = clcnn_reads_x,
 };

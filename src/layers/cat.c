@@ -85,4 +85,5 @@ const clcnn_layer_ops clcnn_cat_ops = {
     .plan = clcnn_plan_rules_one,
     .forward = cat_forward,
     .backward = cat_backward,
+    .backward_reads = clcnn_reads_nothing,
 };

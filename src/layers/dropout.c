@@ -79,4 +79,5 @@ const clcnn_layer_ops clcnn_dropout_ops = {
     .plan = clcnn_plan_rules_one,
     .forward = dropout_forward,
     .backward = dropout_backward,
+    .backward_reads = clcnn_reads_nothing,
 };

@@ -35,4 +35,5 @@ const clcnn_layer_ops clcnn_gelu_ops = {
     .plan = clcnn_plan_rules_one,
     .forward = gelu_forward,
     .backward = gelu_backward,
+    .backward_reads = clcnn_reads_x,
 };

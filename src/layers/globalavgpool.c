@@ -45,4 +45,5 @@ const clcnn_layer_ops clcnn_globalavgpool_ops = {
     .plan = clcnn_plan_rules_one,
     .forward = globalavgpool_forward,
     .backward = globalavgpool_backward,
+    .backward_reads = clcnn_reads_nothing,
 };

@@ -54,4 +54,5 @@ const clcnn_layer_ops clcnn_globalmaxpool_ops = {
     .workspace = globalmaxpool_workspace,
     .forward = globalmaxpool_forward,
     .backward = globalmaxpool_backward,
+    .backward_reads = clcnn_reads_nothing,
 };

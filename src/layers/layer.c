@@ -183,3 +183,18 @@ clcnn_status clcnn_fill(clcnn_context *ctx, cl_mem buf, int off, int n, float va
     CLCNN_ARG(&a, value);
     return clcnn_launch1d(ctx, k, &a, (size_t)n);
 }
+
+unsigned clcnn_reads_nothing(const clcnn_node *n) {
+    (void)n;
+    return 0;
+}
+
+unsigned clcnn_reads_x(const clcnn_node *n) {
+    (void)n;
+    return CLCNN_READS_X;
+}
+
+unsigned clcnn_reads_y(const clcnn_node *n) {
+    (void)n;
+    return CLCNN_READS_Y;
+}

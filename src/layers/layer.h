@@ -216,6 +216,11 @@ typedef struct clcnn_layer_ops {
     void (*workspace)(const clcnn_context *ctx, const clcnn_node *n, int N, clcnn_node_ws *ws);
     clcnn_status (*forward)(const clcnn_node *n, const clcnn_io *io);
     clcnn_status (*backward)(const clcnn_node *n, const clcnn_io *io);
+    /* What n's backward reads besides its output gradient and its own kept buffers: its
+     * inputs' values (CLCNN_READS_X) and its own output (CLCNN_READS_Y). The planner keeps
+     * those alive through the backward; a value no backward reads shares its memory once its
+     * last reader's forward is done. NULL: both (always safe). */
+    unsigned (*backward_reads)(const clcnn_node *n);
     /* Whether n's forward, under its plan, can also write its output zero-padded into a
      * consumer's kept padded input (io->ypad); NULL: never. */
     int (*writes_padded)(const clcnn_node *n);
@@ -229,6 +234,14 @@ typedef struct clcnn_layer_ops {
      * alone, so that the producer need not write the plain copy; NULL: never. */
     int (*gy_padded_only)(const clcnn_node *n);
 } clcnn_layer_ops;
+
+enum { CLCNN_READS_X = 1, CLCNN_READS_Y = 2 };
+
+/* backward_reads for the layers whose backward reads nothing, only its inputs, only its
+ * output. */
+unsigned clcnn_reads_nothing(const clcnn_node *n);
+unsigned clcnn_reads_x(const clcnn_node *n);
+unsigned clcnn_reads_y(const clcnn_node *n);
 
 /* The ops of a layer kind (registry.c). */
 const clcnn_layer_ops *clcnn_layer_ops_of(clcnn_layer_kind kind);

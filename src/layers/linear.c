@@ -91,4 +91,5 @@ const clcnn_layer_ops clcnn_linear_ops = {
     .plan = clcnn_plan_rules_one,
     .forward = linear_forward,
     .backward = linear_backward,
+    .backward_reads = clcnn_reads_x,
 };

@@ -210,4 +210,5 @@ const clcnn_layer_ops clcnn_maxpool2d_ops = {
     .forward = maxpool_forward,
     .backward = maxpool_backward,
     .writes_padded = maxpool_writes_padded,
+    .backward_reads = clcnn_reads_nothing,
 };

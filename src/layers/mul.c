@@ -83,4 +83,5 @@ const clcnn_layer_ops clcnn_mul_ops = {
     .plan = clcnn_plan_rules_one,
     .forward = mul_forward,
     .backward = mul_backward,
+    .backward_reads = clcnn_reads_x,
 };

@@ -41,4 +41,5 @@ const clcnn_layer_ops clcnn_relu_ops = {
     .plan = clcnn_plan_rules_one,
     .forward = relu_forward,
     .backward = relu_backward,
+    .backward_reads = clcnn_reads_y,
 };

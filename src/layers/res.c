@@ -115,6 +115,7 @@ const clcnn_layer_ops clcnn_res_ops = {
     .plan = clcnn_plan_rules_one,
     .forward = res_forward,
     .backward = res_backward,
+    .backward_reads = clcnn_reads_nothing,
     .writes_padded = res_writes_padded,
 };
 
@@ -125,5 +126,6 @@ const clcnn_layer_ops clcnn_add_ops = {
     .plan = clcnn_plan_rules_one,
     .forward = res_forward,
     .backward = res_backward,
+    .backward_reads = clcnn_reads_nothing,
     .writes_padded = res_writes_padded,
 };

@@ -55,4 +55,5 @@ const clcnn_layer_ops clcnn_scale_ops = {
     .plan = clcnn_plan_rules_one,
     .forward = scale_forward,
     .backward = scale_backward,
+    .backward_reads = clcnn_reads_nothing,
 };
