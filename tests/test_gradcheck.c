@@ -251,6 +251,87 @@ static void check_global_pools(int N, int C, int H, int W) {
     free(gx), free(p.x), free(gy), free(y), free(p.argmax);
 }
 
+/* ---- add, cat, mul: several inputs ----
+ * Every output is linear in each single input element (a sum, a copy, a product with the
+ * other factor held), so the central difference is exact but for rounding, as for conv; each
+ * input's gradient is checked against FD of that input alone. */
+enum { JOIN_ADD, JOIN_CAT, JOIN_MUL, JOIN_MAX_IN = 3 };
+
+typedef struct join_case {
+    int kind, n_in, N;
+    int c[JOIN_MAX_IN], hw[JOIN_MAX_IN]; /* input k: N x c[k] x hw[k] */
+    double *x[JOIN_MAX_IN];
+} join_case;
+
+static int join_out(const join_case *j) {
+    int C = j->c[0], HW = j->hw[0];
+    for (int k = 1; k < j->n_in; k++) {
+        if (j->kind == JOIN_CAT) C += j->c[k];
+        if (j->hw[k] > HW) HW = j->hw[k];
+    }
+    return j->N * C * HW;
+}
+
+static void join_fwd(double *y, void *ctx) {
+    const join_case *j = ctx;
+    const double *x[JOIN_MAX_IN];
+    for (int k = 0; k < j->n_in; k++)
+        x[k] = j->x[k];
+    if (j->kind == JOIN_ADD) clcnn_ref_add_forward(y, x, j->n_in, j->N * j->c[0] * j->hw[0]);
+    if (j->kind == JOIN_CAT) clcnn_ref_cat_forward(y, x, j->c, j->n_in, j->N, j->hw[0]);
+    if (j->kind == JOIN_MUL)
+        clcnn_ref_mul_forward(y, x[0], x[1], j->N, j->c[0], j->hw[0], j->hw[1]);
+}
+
+static void join_bwd(const join_case *j, double *const *gx, const double *gy) {
+    if (j->kind == JOIN_ADD) clcnn_ref_add_backward(gx, gy, j->n_in, j->N * j->c[0] * j->hw[0]);
+    if (j->kind == JOIN_CAT) clcnn_ref_cat_backward(gx, gy, j->c, j->n_in, j->N, j->hw[0]);
+    if (j->kind == JOIN_MUL)
+        clcnn_ref_mul_backward(gx[0], gx[1], gy, j->x[0], j->x[1], j->N, j->c[0], j->hw[0],
+                               j->hw[1]);
+}
+
+/* Inputs k < n_in of c[k] x hw[k] each (a sum and a product take equal channels). */
+static void check_join(int kind, int N, int n_in, const int *c, const int *hw) {
+    static const char *const names[] = {"add", "cat", "mul"};
+    join_case j = {kind, n_in, N, {0}, {0}, {NULL}};
+    double *gx[JOIN_MAX_IN] = {NULL}, *g2[JOIN_MAX_IN] = {NULL};
+    int nx[JOIN_MAX_IN];
+    char group[64], what[16];
+    size_t used = (size_t)snprintf(group, sizeof group, "%s N%d", names[kind], N);
+    for (int k = 0; k < n_in; k++) {
+        j.c[k] = c[k], j.hw[k] = hw[k], nx[k] = N * c[k] * hw[k];
+        j.x[k] = randn_like(nx[k], 1.0);
+        gx[k] = zeros(nx[k]), g2[k] = zeros(nx[k]);
+        if (used < sizeof group)
+            used += (size_t)snprintf(group + used, sizeof group - used, "%s%dx%d", k ? "," : " ",
+                                     c[k], hw[k]);
+    }
+    int ny = join_out(&j);
+    double *gy = randn_like(ny, 1.0);
+    join_bwd(&j, gx, gy);
+    for (int k = 0; k < n_in; k++) {
+        snprintf(what, sizeof what, "gx%d", k);
+        report(group, what, fd_error(join_fwd, &j, ny, gy, j.x[k], gx[k], nx[k]), FD_TOL);
+    }
+    /* Backward adds, and skips a NULL gradient: with gx0 NULL, a second call leaves the others
+     * at twice the first (but for the rounding of a gate's plane sum added onto its first
+     * value, < 1e-15 here). */
+    double *second[JOIN_MAX_IN] = {NULL}, worst = 0.0;
+    for (int k = 1; k < n_in; k++) {
+        memcpy(g2[k], gx[k], sizeof(double) * (size_t)nx[k]);
+        second[k] = g2[k];
+    }
+    join_bwd(&j, second, gy);
+    for (int k = 1; k < n_in; k++)
+        for (int i = 0; i < nx[k]; i++)
+            worst = fmax(worst, fabs(g2[k][i] - 2.0 * gx[k][i]));
+    report(group, "adds", worst, 1e-12);
+    for (int k = 0; k < n_in; k++)
+        free(j.x[k]), free(gx[k]), free(g2[k]);
+    free(gy);
+}
+
 /* ---- dropout with a fixed mask, scale ----
  * Each is one function that the layer tests apply to x for the forward and to gy for the
  * backward (a diagonal map is its own transpose). FD proves that reuse right (gx), and the FD
@@ -936,5 +1017,15 @@ int main(int argc, char **argv) {
     check_diag(1, 16, 12345u, 0.0);
     check_diag(0, 16, 0u, -0.5);
     check_diag(0, 16, 0u, 0.1);
+    check_join(JOIN_ADD, 2, 2, (const int[]){3, 3}, (const int[]){20, 20});
+    check_join(JOIN_ADD, 3, 3, (const int[]){2, 2, 2}, (const int[]){6, 6, 6});
+    check_join(JOIN_ADD, 2, 2, (const int[]){7, 7}, (const int[]){1, 1}); /* flat */
+    check_join(JOIN_CAT, 2, 2, (const int[]){2, 3}, (const int[]){12, 12});
+    check_join(JOIN_CAT, 3, 3, (const int[]){1, 4, 2}, (const int[]){6, 6, 6});
+    check_join(JOIN_CAT, 2, 2, (const int[]){5, 3}, (const int[]){1, 1}); /* flat */
+    check_join(JOIN_MUL, 2, 2, (const int[]){3, 3}, (const int[]){12, 12});
+    check_join(JOIN_MUL, 2, 2, (const int[]){4, 4}, (const int[]){15, 1}); /* gate second */
+    check_join(JOIN_MUL, 3, 2, (const int[]){4, 4}, (const int[]){1, 15}); /* gate first */
+    check_join(JOIN_MUL, 2, 2, (const int[]){6, 6}, (const int[]){1, 1});  /* flat */
     return test_finish("test_gradcheck");
 }

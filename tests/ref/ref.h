@@ -80,6 +80,28 @@ void clcnn_ref_dropout(double *y, const double *x, int n, uint32_t seed, uint64_
 /* y += x * factor (the factor rounded to float, as the device takes it). Also the backward. */
 void clcnn_ref_scale(double *y, const double *x, int n, double factor);
 
+/* The sum of n_in values of n elements each (PyTorch's x[0] + x[1] + ...): y (SET) = the sum;
+ * gx[k] += gy for each k, a NULL gx[k] skipped. */
+void clcnn_ref_add_forward(double *y, const double *const *x, int n_in, int n);
+void clcnn_ref_add_backward(double *const *gx, const double *gy, int n_in, int n);
+
+/* torch.cat(x, dim=1): y (N, C, HW) (SET), C = the sum of c[k], from x[k] (N, c[k], HW) for
+ * k < n_in, channel after channel in order (HW = 1 for flat features); gx[k] += its channel
+ * slice of gy (N, C, HW), a NULL gx[k] skipped. */
+void clcnn_ref_cat_forward(double *y, const double *const *x, const int *c, int n_in, int N,
+                           int HW);
+void clcnn_ref_cat_backward(double *const *gx, const double *gy, const int *c, int n_in, int N,
+                            int HW);
+
+/* torch.mul(a, b) with broadcasting: y (N, C, HW) (SET) = a (N, C, hwa) * b (N, C, hwb), where
+ * hwa and hwb are each HW = max(hwa, hwb) or 1 (a [N,C,1,1] factor broadcast over its plane,
+ * on either side; hwa = hwb = 1 also for flat features). ga += gy * b and gb += gy * a, each
+ * summed over the plane where its factor was broadcast; either may be NULL. */
+void clcnn_ref_mul_forward(double *y, const double *a, const double *b, int N, int C, int hwa,
+                           int hwb);
+void clcnn_ref_mul_backward(double *ga, double *gb, const double *gy, const double *a,
+                            const double *b, int N, int C, int hwa, int hwb);
+
 /* BatchNorm1d/2d on x (N,C,HW), HW = H*W (1 for flat features): y (SET) = (x - mean) * invstd *
  * w + b per channel, invstd = 1/sqrt(var + eps). Training takes the batch's mean and biased
  * variance (two passes) and moves the running statistics rm, rv (C each; either may be NULL):
