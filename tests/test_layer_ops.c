@@ -3,9 +3,11 @@
  * every GEMM backend and every combination of algorithms its node can take (ops->algos, each
  * forced through ops->plan), against the double-precision references of tests/ref/. A row of
  * two layers is a fused node (a convolution that absorbed the MaxPool2d(2) after it, or a
- * BatchNorm the ReLU after it), checked against the two references in turn. Every device
- * buffer a pass
- * writes or may read as scratch starts as NaN, so an element a pass forgets to write shows.
+ * BatchNorm the ReLU after it), checked against the two references in turn. A row of a node
+ * that reads several values (add, cat, mul) gives each input's shape, and may leave some
+ * input gradients unwanted (NULL to the node, as the model passes for an input that needs
+ * none); y and every wanted gradient are checked. Every device buffer a pass writes or may
+ * read as scratch starts as NaN, so an element a pass forgets to write shows.
  *
  * Tolerance: fp32 device results against double references. Each output is a sum of up to
  * R = C*K*K (or batch*pixels for weight gradients, a few thousand) products of values O(1);
@@ -13,7 +15,10 @@
  * in the worst. We allow 2e-5 of the tensor's largest magnitude (plus 1e-6 absolute), which
  * covers R up to ~300 worst case and ~1e5 typical, and is far below any indexing mistake (those
  * give errors of the order of the values themselves). A NaN must be where the reference has
- * one; a pool's argmax must match exactly.
+ * one; a pool's argmax must match exactly. The nodes of several inputs sit well inside the
+ * same bound: cat and the gradients of add are copies (exact), add rounds once per input after
+ * the first (R <= 2 here), mul once per product, and a gate's gradient sums R = H*W (<= 30
+ * here) products of O(1).
  *
  * The implicit-GEMM algorithms (implicit, wgrad-implicit, flip-implicit) share no buffer with
  * the others, so they run as one combination, every pass implicit, rather than in every mix;
@@ -218,6 +223,45 @@ static const struct {
     {{"dropout(0.3)", 4, 6, 5, 3, 1, IN_RANDOM, 0, 0}, 1000},
 };
 
+/* The most inputs a row's node reads. */
+enum { LO_MAX_IN = 3 };
+
+/* Rows of nodes that read several values (add, cat, mul): input 0 is the row's c, h, w, the
+ * others follow. The spec names the model's input (@input) for each; only its kind and the
+ * count of values matter, as the node takes its inputs' shapes from the row. */
+typedef struct lo_graph {
+    lo_case c;
+    int more[LO_MAX_IN - 1][3]; /* inputs 1, 2: c, h, w (h = w = 0: flat); c = 0 ends them */
+    unsigned skip_gx;           /* bit k: input k's gradient is not wanted (gx[k] NULL) */
+} lo_graph;
+
+static const lo_graph graphs[] = {
+    /* add: two and three inputs (the third added to the first sum), NaNs with one gradient
+     * not wanted, flat, no gradient wanted */
+    {{"add(@input,@input)", 3, 5, 7, 2, 1, IN_RANDOM, 0, 0}, {{3, 5, 7}}, 0},
+    {{"add(@input,@input,@input)", 4, 3, 5, 3, 1, IN_RANDOM, 0, 0}, {{4, 3, 5}, {4, 3, 5}}, 0},
+    {{"add(@input,@input,@input)", 2, 4, 3, 2, 1, IN_SPECIAL, 0, 0}, {{2, 4, 3}, {2, 4, 3}}, 2},
+    {{"add(@input,@input)", 10, 0, 0, 3, 1, IN_RANDOM, 0, 0}, {{10, 0, 0}}, 0},
+    {{"add(@input,@input)", 3, 5, 7, 2, 0, IN_RANDOM, 0, 0}, {{3, 5, 7}}, 0},
+    /* cat: channel counts that differ, three inputs, flat; the first gradient not wanted (the
+     * slices after it keep their offsets) */
+    {{"cat(@input,@input)", 2, 4, 5, 2, 1, IN_RANDOM, 0, 0}, {{3, 4, 5}}, 0},
+    {{"cat(@input,@input,@input)", 1, 3, 3, 3, 1, IN_SPECIAL, 0, 0}, {{4, 3, 3}, {2, 3, 3}}, 0},
+    {{"cat(@input,@input,@input)", 3, 2, 5, 2, 1, IN_RANDOM, 0, 0}, {{1, 2, 5}, {2, 2, 5}}, 1},
+    {{"cat(@input,@input)", 5, 0, 0, 3, 1, IN_RANDOM, 0, 0}, {{7, 0, 0}}, 0},
+    /* mul: one shape (maps, flat), a C x 1 x 1 gate second and first, NaNs (planes of 6, so
+     * that some of the gate's gradients are free of them), each gradient not wanted in turn */
+    {{"mul(@input,@input)", 3, 4, 5, 2, 1, IN_RANDOM, 0, 0}, {{3, 4, 5}}, 0},
+    {{"mul(@input,@input)", 6, 0, 0, 3, 1, IN_RANDOM, 0, 0}, {{6, 0, 0}}, 0},
+    {{"mul(@input,@input)", 4, 5, 6, 2, 1, IN_RANDOM, 0, 0}, {{4, 1, 1}}, 0},
+    {{"mul(@input,@input)", 4, 1, 1, 3, 1, IN_RANDOM, 0, 0}, {{4, 5, 6}}, 0},
+    {{"mul(@input,@input)", 5, 2, 3, 2, 1, IN_SPECIAL, 0, 0}, {{5, 1, 1}}, 0},
+    {{"mul(@input,@input)", 4, 5, 6, 2, 1, IN_RANDOM, 0, 0}, {{4, 1, 1}}, 1},
+    {{"mul(@input,@input)", 4, 5, 6, 2, 1, IN_RANDOM, 0, 0}, {{4, 1, 1}}, 2},
+    {{"mul(@input,@input)", 4, 1, 1, 2, 1, IN_RANDOM, 0, 0}, {{4, 5, 6}}, 1},
+    {{"mul(@input,@input)", 4, 1, 1, 2, 1, IN_RANDOM, 0, 0}, {{4, 5, 6}}, 2},
+};
+
 /* The GEMM backends every row runs with. */
 static const struct {
     clcnn_backend b;
@@ -246,18 +290,23 @@ typedef struct lo_host {
     int fused;
     clcnn_param par[8];
     clcnn_params pl;
-    char label[96];
-    size_t nx, ny;       /* floats of a batch's x and y */
-    float *x, *p, *gy;   /* inputs; p holds the parameters at their offsets */
-    double *y, *gx, *gp; /* reference output and gradients (gp at the parameters' offsets) */
-    float *st;           /* running statistics before the forward (NULL: none) */
-    double *stref;       /* and after it, as the reference updates them */
-    int *am;             /* the reference argmax of a pool (plain or fused) */
+    char label[128];
+    int n_in;                  /* inputs the node reads */
+    unsigned skip_gx;          /* bit k: gx[k] not wanted (NULL in the node's io) */
+    size_t nx[LO_MAX_IN], ny;  /* floats of a batch's inputs and output */
+    float *x[LO_MAX_IN];       /* the inputs */
+    float *p, *gy;             /* p holds the parameters at their offsets */
+    double *y, *gx[LO_MAX_IN]; /* reference output and input gradients */
+    double *gp;                /* reference parameter gradients, at the parameters' offsets */
+    float *st;                 /* running statistics before the forward (NULL: none) */
+    double *stref;             /* and after it, as the reference updates them */
+    int *am;                   /* the reference argmax of a pool (plain or fused) */
 } lo_host;
 
 /* The device buffers of one run. */
 typedef struct lo_dev {
-    cl_mem x, y, gy, gx, p, g, aux, keep_col, keep_pad, col, rows, xpad, wflip, stats;
+    cl_mem x[LO_MAX_IN], gx[LO_MAX_IN];
+    cl_mem y, gy, p, g, aux, keep_col, keep_pad, col, rows, xpad, wflip, stats;
 } lo_dev;
 
 /* What one run found: the first failure, for its line. */
@@ -304,7 +353,7 @@ static void ref_conv(lo_host *h, const lo_case *c, const double *x, const double
                      const double *b, const double *gy, double *gw, double *gb) {
     const clcnn_conv2d_shape *s = &h->n.conv;
     const clcnn_layer_desc *p = &h->next.d;
-    double *gx = c->gx ? h->gx : NULL;
+    double *gx = c->gx ? h->gx[0] : NULL;
     if (!h->fused) {
         clcnn_ref_conv2d_forward(h->y, x, w, b, c->N, s->C, s->H, s->W, s->OC, s->K, s->stride,
                                  s->pad);
@@ -347,12 +396,50 @@ static void ref_bn(lo_host *h, const lo_case *c, const double *x, const double *
     if (h->fused) free(gyb);
 }
 
+/* The reference of a node of several inputs (add, cat, mul), from double copies xs of the
+ * inputs; gx[k] NULL where input k's gradient is not wanted. */
+static void ref_graph(lo_host *h, const lo_case *c, const double *const *xs, const double *gy,
+                      double *const *gx) {
+    const clcnn_node *n = &h->n;
+    int N = c->N, plane = n->y.c * n->y.h * n->y.w, c_in[LO_MAX_IN];
+    switch (n->d.kind) {
+    case CLCNN_LAYER_ADD:
+        clcnn_ref_add_forward(h->y, xs, h->n_in, N * plane);
+        clcnn_ref_add_backward(gx, gy, h->n_in, N * plane);
+        break;
+    case CLCNN_LAYER_CAT:
+        for (int k = 0; k < h->n_in; k++)
+            c_in[k] = n->xs[k].c;
+        clcnn_ref_cat_forward(h->y, xs, c_in, h->n_in, N, n->y.h * n->y.w);
+        clcnn_ref_cat_backward(gx, gy, c_in, h->n_in, N, n->y.h * n->y.w);
+        break;
+    case CLCNN_LAYER_MUL: { /* each factor has the output's H*W values a plane, or one (a gate) */
+        int hwa = n->xs[0].h * n->xs[0].w, hwb = n->xs[1].h * n->xs[1].w;
+        clcnn_ref_mul_forward(h->y, xs[0], xs[1], N, n->y.c, hwa, hwb);
+        clcnn_ref_mul_backward(gx[0], gx[1], gy, xs[0], xs[1], N, n->y.c, hwa, hwb);
+        break;
+    }
+    default: CLCNN_ASSERT(0 && "a row of several inputs is add, cat or mul (host_node)");
+    }
+}
+
+/* Whether row c wants input k's gradient. */
+static int gx_wanted(const lo_host *h, const lo_case *c, int k) {
+    return c->gx && !(h->skip_gx >> k & 1u);
+}
+
 /* h->y, h->am, h->gx and h->gp from h->x, h->p and h->gy. */
 static void reference(lo_host *h, const lo_case *c) {
     const clcnn_node *n = &h->n;
     const clcnn_layer_desc *d = &n->d;
-    double *x = to_double(h->x, h->nx), *p = to_double(h->p, h->pl.total);
-    double *gy = to_double(h->gy, h->ny), *gx = c->gx ? h->gx : NULL;
+    double *xk[LO_MAX_IN], *gxk[LO_MAX_IN];
+    const double *xs[LO_MAX_IN];
+    for (int k = 0; k < h->n_in; k++) {
+        xs[k] = xk[k] = to_double(h->x[k], h->nx[k]);
+        gxk[k] = gx_wanted(h, c, k) ? h->gx[k] : NULL;
+    }
+    double *x = xk[0], *p = to_double(h->p, h->pl.total);
+    double *gy = to_double(h->gy, h->ny), *gx = gxk[0];
     size_t woff = n->n_params > 0 ? h->par[n->param0].off : 0;
     size_t boff = n->n_params > 1 ? h->par[n->param0 + 1].off : 0;
     double *w = p + woff, *b = n->n_params > 1 ? p + boff : NULL;
@@ -363,15 +450,15 @@ static void reference(lo_host *h, const lo_case *c) {
     case CLCNN_LAYER_MAXPOOL2D:
         clcnn_ref_maxpool2d_forward(h->y, h->am, x, N, n->x.c, n->x.h, n->x.w, d->kernel, d->stride,
                                     d->pad);
-        clcnn_ref_maxpool2d_backward(h->gx, gy, h->am, N, n->x.c, n->x.h, n->x.w, d->kernel,
+        clcnn_ref_maxpool2d_backward(h->gx[0], gy, h->am, N, n->x.c, n->x.h, n->x.w, d->kernel,
                                      d->stride, d->pad);
         break;
     case CLCNN_LAYER_RELU:
         clcnn_ref_relu_forward(h->y, x, N * plane);
-        clcnn_ref_relu_backward(h->gx, gy, h->y, N * plane);
+        clcnn_ref_relu_backward(h->gx[0], gy, h->y, N * plane);
         break;
     case CLCNN_LAYER_FLATTEN: /* the identity both ways */
-        memcpy(h->y, x, h->nx * sizeof *x);
+        memcpy(h->y, x, h->nx[0] * sizeof *x);
         if (gx) memcpy(gx, gy, h->ny * sizeof *gy);
         break;
     case CLCNN_LAYER_LINEAR:
@@ -380,51 +467,62 @@ static void reference(lo_host *h, const lo_case *c) {
         break;
     case CLCNN_LAYER_GELU:
         clcnn_ref_gelu_forward(h->y, x, N * plane);
-        clcnn_ref_gelu_backward(h->gx, gy, x, N * plane);
+        clcnn_ref_gelu_backward(h->gx[0], gy, x, N * plane);
         break;
     case CLCNN_LAYER_DROPOUT: /* evaluation: the identity */
         clcnn_ref_dropout(h->y, x, N * plane, h->seed, (uint64_t)h->sample0 * (uint64_t)plane,
                           c->eval ? 0.0 : d->p);
-        clcnn_ref_dropout(h->gx, gy, N * plane, h->seed, (uint64_t)h->sample0 * (uint64_t)plane,
+        clcnn_ref_dropout(h->gx[0], gy, N * plane, h->seed, (uint64_t)h->sample0 * (uint64_t)plane,
                           c->eval ? 0.0 : d->p);
         break;
     case CLCNN_LAYER_SCALE:
         clcnn_ref_scale(h->y, x, N * plane, d->factor);
-        clcnn_ref_scale(h->gx, gy, N * plane, d->factor);
+        clcnn_ref_scale(h->gx[0], gy, N * plane, d->factor);
         break;
     case CLCNN_LAYER_RES: break; /* a group: tested in whole models (test_model) */
-    case CLCNN_LAYER_ADD:        /* several inputs: not rows of this table yet */
+    case CLCNN_LAYER_ADD:
     case CLCNN_LAYER_CAT:
-    case CLCNN_LAYER_MUL: break;
-    case CLCNN_LAYER_BATCHNORM:  /* the running statistics are h->stref, moved in training */
+    case CLCNN_LAYER_MUL: ref_graph(h, c, xs, gy, gxk); break;
+    case CLCNN_LAYER_BATCHNORM: /* the running statistics are h->stref, moved in training */
         ref_bn(h, c, x, w, b, gy, gx, gw, gb);
         break;
     case CLCNN_LAYER_AVGPOOL2D:
         clcnn_ref_avgpool2d_forward(h->y, x, N, n->x.c, n->x.h, n->x.w, d->kernel, d->stride,
                                     d->pad);
-        clcnn_ref_avgpool2d_backward(h->gx, gy, N, n->x.c, n->x.h, n->x.w, d->kernel, d->stride,
+        clcnn_ref_avgpool2d_backward(h->gx[0], gy, N, n->x.c, n->x.h, n->x.w, d->kernel, d->stride,
                                      d->pad);
         break;
     case CLCNN_LAYER_GLOBALAVGPOOL:
         clcnn_ref_globalavgpool_forward(h->y, x, N * n->x.c, n->x.h * n->x.w);
-        clcnn_ref_globalavgpool_backward(h->gx, gy, N * n->x.c, n->x.h * n->x.w);
+        clcnn_ref_globalavgpool_backward(h->gx[0], gy, N * n->x.c, n->x.h * n->x.w);
         break;
     case CLCNN_LAYER_GLOBALMAXPOOL:
         clcnn_ref_globalmaxpool_forward(h->y, h->am, x, N * n->x.c, n->x.h * n->x.w);
-        clcnn_ref_globalmaxpool_backward(h->gx, gy, h->am, N * n->x.c, n->x.h * n->x.w);
+        clcnn_ref_globalmaxpool_backward(h->gx[0], gy, h->am, N * n->x.c, n->x.h * n->x.w);
         break;
     }
-    free(x), free(p), free(gy);
+    for (int k = 0; k < h->n_in; k++)
+        free(xk[k]);
+    free(p), free(gy);
 }
 
-/* Parses the row's spec into a node on its input (two layers: the convolution and, in
- * h->next, the pool it is to absorb), after a PAD_PARAM-float parameter that puts the node's
- * own at non-zero offsets. Returns 0 with a message in *e on failure. */
-static int host_node(lo_host *h, const lo_case *c, clcnn_error *e) {
+/* The per-sample shape of a row's c, h, w (h = 0: c flat features). */
+static clcnn_shape row_shape(int c, int h, int w) {
+    return (clcnn_shape){c, h ? h : 1, w ? w : 1, h == 0};
+}
+
+/* Parses the row's spec into a node on its inputs (the row's, and those of g when it is a row
+ * of several; two layers: the convolution and, in h->next, the pool it is to absorb), after a
+ * PAD_PARAM-float parameter that puts the node's own at non-zero offsets. Returns 0 with a
+ * message in *e on failure. */
+static int host_node(lo_host *h, const lo_case *c, const lo_graph *g, clcnn_error *e) {
     clcnn_layer_desc *d = NULL;
     int nd = 0, ok = 0;
-    clcnn_shape x = {c->c, c->h ? c->h : 1, c->w ? c->w : 1, c->h == 0};
+    clcnn_shape x[LO_MAX_IN] = {row_shape(c->c, c->h, c->w)};
     int64_t pad[1] = {PAD_PARAM};
+    h->n_in = 1;
+    for (int k = 0; g && k < LO_MAX_IN - 1 && g->more[k][0]; k++)
+        x[h->n_in++] = row_shape(g->more[k][0], g->more[k][1], g->more[k][2]);
     h->pl = (clcnn_params){h->par, 0, (int)(sizeof h->par / sizeof h->par[0]), 0, 0};
     clcnn_params_add(&h->pl, "99", "pad", CLCNN_PARAM_WEIGHT, 1, pad);
     if (clcnn_spec_parse(c->spec, &d, &nd, e)) return 0;
@@ -433,7 +531,14 @@ static int host_node(lo_host *h, const lo_case *c, clcnn_error *e) {
         snprintf(e->msg, sizeof e->msg, "a row is one layer, a conv and its pool or bn relu");
         goto done;
     }
-    if (clcnn_node_init(&h->n, &d[0], 0, NULL, &x, 1, &h->pl, e)) goto done;
+    if (d[0].n_in != h->n_in ||
+        (h->n_in > 1) != (d[0].kind == CLCNN_LAYER_ADD || d[0].kind == CLCNN_LAYER_CAT ||
+                          d[0].kind == CLCNN_LAYER_MUL)) {
+        snprintf(e->msg, sizeof e->msg, "the spec reads %d values, the row gives %d inputs",
+                 d[0].n_in, h->n_in);
+        goto done;
+    }
+    if (clcnn_node_init(&h->n, &d[0], 0, NULL, x, h->n_in, &h->pl, e)) goto done;
     if (nd == 2 && clcnn_node_init(&h->next, &d[1], 1, NULL, &h->n.y, 1, &h->pl, e)) goto done;
     h->n.need_gx = c->gx;
     h->fused = nd == 2;
@@ -444,25 +549,44 @@ done:
 }
 
 static void host_free(lo_host *h) {
-    free(h->x), free(h->p), free(h->gy), free(h->y), free(h->gx), free(h->gp), free(h->am);
+    for (int k = 0; k < h->n_in; k++)
+        free(h->x[k]), free(h->gx[k]);
+    free(h->p), free(h->gy), free(h->y), free(h->gp), free(h->am);
     free(h->st), free(h->stref);
 }
 
-/* Builds row `index`: its node, inputs (seeded by the index) and reference results, for a
- * batch that starts at sample0 of the step's global batch. */
-static int host_init(lo_host *h, const lo_case *c, int index, int sample0) {
+/* "3x4x5" or "7" (flat), with a leading ',' after the first input, appended to buf. */
+static void shape_label(char *buf, size_t size, const clcnn_shape *s, int first) {
+    size_t l = strlen(buf);
+    if (s->flat)
+        snprintf(buf + l, size - l, "%s%d", first ? "" : ",", s->c);
+    else
+        snprintf(buf + l, size - l, "%s%dx%dx%d", first ? "" : ",", s->c, s->h, s->w);
+}
+
+/* Builds row `index` (a row of several inputs when g is not NULL): its node, inputs (seeded by
+ * the index) and reference results, for a batch that starts at sample0 of the step's global
+ * batch. */
+static int host_init(lo_host *h, const lo_case *c, const lo_graph *g, int index, int sample0) {
     static const char *const inputs[] = {"", " ties", " zeros", " 0s+NaNs"};
     clcnn_error e = {{0}, CLCNN_SUCCESS};
     clcnn_rng rng;
-    char shape[32];
+    char shape[64] = "";
     memset(h, 0, sizeof *h);
     h->sample0 = sample0;
-    if (!host_node(h, c, &e)) return printf("FAIL %s: %s\n", c->spec, e.msg), 0;
+    h->skip_gx = g ? g->skip_gx : 0;
+    if (!host_node(h, c, g, &e)) return printf("FAIL %s: %s\n", c->spec, e.msg), 0;
     const clcnn_shape *y = h->fused ? &h->next.y : &h->n.y;
-    h->nx = (size_t)c->N * h->n.x.c * h->n.x.h * h->n.x.w;
     h->ny = (size_t)c->N * y->c * y->h * y->w;
     clcnn_rng_seed(&rng, 1000 + (uint64_t)index);
-    h->x = draw(&rng, h->nx, 1.0, c->input);
+    for (int k = 0; k < h->n_in; k++) {
+        const clcnn_shape *xs = &h->n.xs[k];
+        h->nx[k] = (size_t)c->N * xs->c * xs->h * xs->w;
+        h->x[k] = draw(&rng, h->nx[k], 1.0, c->input);
+        h->gx[k] = calloc(h->nx[k] + 1, sizeof *h->gx[k]);
+        CLCNN_ASSERT(h->gx[k]);
+        shape_label(shape, sizeof shape, xs, k == 0);
+    }
     h->p = draw(&rng, h->pl.total, 0.5, IN_RANDOM);
     for (int i = 0; i < PAD_PARAM; i++)
         h->p[i] = 1e30f; /* not the node's: read by mistake, it shows */
@@ -475,17 +599,17 @@ static int host_init(lo_host *h, const lo_case *c, int index, int sample0) {
         h->stref = to_double(h->st, h->pl.stats);
     }
     h->y = calloc(h->ny + 1, sizeof *h->y);
-    h->gx = calloc(h->nx + 1, sizeof *h->gx);
     h->gp = calloc(h->pl.total + 1, sizeof *h->gp);
     h->am = calloc(h->ny + 1, sizeof *h->am);
-    CLCNN_ASSERT(h->y && h->gx && h->gp && h->am);
+    CLCNN_ASSERT(h->y && h->gp && h->am);
     reference(h, c);
-    if (c->h)
-        snprintf(shape, sizeof shape, "%dx%dx%d", c->c, c->h, c->w);
-    else
-        snprintf(shape, sizeof shape, "%d", c->c);
     snprintf(h->label, sizeof h->label, "%s %s N%d%s%s%s", c->spec, shape, c->N,
              c->gx ? "" : " no-gx", inputs[c->input], c->eval ? " eval" : "");
+    for (int k = 0; k < h->n_in; k++)
+        if (c->gx && !gx_wanted(h, c, k)) {
+            size_t l = strlen(h->label);
+            snprintf(h->label + l, sizeof h->label - l, " no-gx%d", k);
+        }
     if (c->chunk) {
         size_t l = strlen(h->label);
         snprintf(h->label + l, sizeof h->label - l, " chunk%d", c->chunk);
@@ -515,24 +639,33 @@ static cl_mem dev_buf(clcnn_context *ctx, size_t n, size_t size, const void *src
 }
 
 static void dev_free(lo_dev *d) {
-    cl_mem *all[] = {&d->x,        &d->y,        &d->gy,  &d->gx,   &d->p,    &d->g,     &d->aux,
-                     &d->keep_col, &d->keep_pad, &d->col, &d->rows, &d->xpad, &d->wflip, &d->stats};
+    cl_mem *all[] = {&d->y,        &d->gy,  &d->p,    &d->g,    &d->aux,   &d->keep_col,
+                     &d->keep_pad, &d->col, &d->rows, &d->xpad, &d->wflip, &d->stats};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (*all[i]) clReleaseMemObject(*all[i]), *all[i] = NULL;
+    for (int k = 0; k < LO_MAX_IN; k++) {
+        if (d->x[k]) clReleaseMemObject(d->x[k]), d->x[k] = NULL;
+        if (d->gx[k]) clReleaseMemObject(d->gx[k]), d->gx[k] = NULL;
+    }
 }
 
-/* The buffers of a batch under n's plan (ws): x, gy and the parameters uploaded, the rest NaN.
- * A view's output and input gradient are its input's buffers, as in the model. The shared
- * im2col and GEMM scratch always exist in the model, so here too. */
+/* The buffers of a batch under n's plan (ws): every input, gy and the parameters uploaded, the
+ * rest NaN; an input gradient only where it is wanted. A view's output and input gradient are
+ * its input's buffers, as in the model. The shared im2col and GEMM scratch always exist in the
+ * model, so here too. */
 static void dev_alloc(clcnn_context *ctx, const lo_host *h, const lo_case *c, const clcnn_node *n,
                       const clcnn_node_ws *ws, lo_dev *d, lo_result *r) {
     int view = n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_VIEW;
-    d->x = dev_buf(ctx, h->nx, 4, h->x, r);
+    for (int k = 0; k < h->n_in; k++)
+        d->x[k] = dev_buf(ctx, h->nx[k], 4, h->x[k], r);
     d->gy = dev_buf(ctx, h->ny, 4, h->gy, r);
     d->p = dev_buf(ctx, h->pl.total, 4, h->p, r);
     d->g = dev_buf(ctx, h->pl.total, 4, NULL, r);
-    d->y = view ? (clRetainMemObject(d->x), d->x) : dev_buf(ctx, h->ny, 4, NULL, r);
-    if (c->gx) d->gx = view ? (clRetainMemObject(d->gy), d->gy) : dev_buf(ctx, h->nx, 4, NULL, r);
+    d->y = view ? (clRetainMemObject(d->x[0]), d->x[0]) : dev_buf(ctx, h->ny, 4, NULL, r);
+    for (int k = 0; k < h->n_in; k++)
+        if (gx_wanted(h, c, k))
+            d->gx[k] =
+                view ? (clRetainMemObject(d->gy), d->gy) : dev_buf(ctx, h->nx[k], 4, NULL, r);
     d->aux = dev_buf(ctx, ws->aux, sizeof(int), NULL, r);
     d->keep_col = dev_buf(ctx, ws->keep_col, 4, NULL, r);
     d->keep_pad = dev_buf(ctx, ws->keep_pad, 4, NULL, r);
@@ -571,7 +704,9 @@ static clcnn_io io_of(clcnn_context *ctx, const lo_host *h, const lo_case *c, co
                    .boff = -1};
     if (n->n_params > 0) io.woff = (int)h->par[n->param0].off;
     if (n->n_params > 1) io.boff = (int)h->par[n->param0 + 1].off;
-    io.x[0] = d->x, io.gx[0] = d->gx, io.y = d->y, io.gy = d->gy;
+    for (int k = 0; k < h->n_in; k++)
+        io.x[k] = d->x[k], io.gx[k] = d->gx[k];
+    io.y = d->y, io.gy = d->gy;
     io.aux = d->aux, io.keep_col = d->keep_col, io.keep_pad = d->keep_pad;
     io.ws = *use;
     io.N = N;
@@ -658,9 +793,8 @@ static void run_passes(const clcnn_node *n, const clcnn_io *io, const lo_host *h
     clcnn_context *ctx = io->ctx;
     clcnn_status st = n->ops->forward(n, io);
     if (st) fail(r, "forward: %s: %s", clcnn_status_str(st), clcnn_context_errmsg(ctx));
-    const clcnn_shape *ys = h->fused ? &h->next.y : &n->y, *xs = &n->x;
+    const clcnn_shape *ys = h->fused ? &h->next.y : &n->y;
     lo_tensor y = {"y", ys->flat ? 2 : 4, {io->N, ys->c, ys->h, ys->w}};
-    lo_tensor x = {"gx", xs->flat ? 2 : 4, {io->N, xs->c, xs->h, xs->w}};
     compare(ctx, r, &y, io->y, 0, h->y, h->ny);
     if (n->d.kind == CLCNN_LAYER_MAXPOOL2D || n->d.kind == CLCNN_LAYER_GLOBALMAXPOOL)
         compare_argmax(ctx, r, io->aux, h->am, h->ny);
@@ -681,7 +815,16 @@ static void run_passes(const clcnn_node *n, const clcnn_io *io, const lo_host *h
         snprintf(what, sizeof what, "grad %s", strchr(p->name, '.') + 1);
         compare(ctx, r, &g, io->grads, p->off, h->gp + p->off, p->numel);
     }
-    if (c->gx) compare(ctx, r, &x, io->gx[0], 0, h->gx, h->nx);
+    for (int k = 0; k < h->n_in; k++) {
+        const clcnn_shape *xs = &n->xs[k];
+        char what[16];
+        lo_tensor x = {what, xs->flat ? 2 : 4, {io->N, xs->c, xs->h, xs->w}};
+        if (h->n_in > 1)
+            snprintf(what, sizeof what, "gx%d", k);
+        else
+            snprintf(what, sizeof what, "gx");
+        if (gx_wanted(h, c, k)) compare(ctx, r, &x, io->gx[k], 0, h->gx[k], h->nx[k]);
+    }
 }
 
 /* Seconds per pass (0 forward, 1 backward), after one warm-up run. */
@@ -889,20 +1032,20 @@ static int check_ce_eps(const lo_ctx *lc, int N, int K, double scale, int seed, 
     double *zd = to_double(z, nz);
     loss = clcnn_ref_cross_entropy_ls(gz, &correct, zd, lab, N, K, eps);
     two = loss + loss * N;
-    d.x = dev_buf(ctx, nz, 4, z, &r), d.gx = dev_buf(ctx, nz, 4, NULL, &r);
+    d.x[0] = dev_buf(ctx, nz, 4, z, &r), d.gx[0] = dev_buf(ctx, nz, 4, NULL, &r);
     d.y = dev_buf(ctx, (size_t)N, 4, NULL, &r), d.aux = dev_buf(ctx, (size_t)N, 4, NULL, &r);
     d.p = dev_buf(ctx, 1, 4, NULL, &r), d.g = dev_buf(ctx, 1, 4, NULL, &r);
     d.gy = dev_buf(ctx, (size_t)N, 1, lab, &r);
-    if (r.ok && clcnn_cross_entropy(ctx, d.y, d.aux, d.gx, d.x, 0, d.gy, N, K, d.p, d.g, (float)N,
-                                    0, eps, N) != CLCNN_SUCCESS)
+    if (r.ok && clcnn_cross_entropy(ctx, d.y, d.aux, d.gx[0], d.x[0], 0, d.gy, N, K, d.p, d.g,
+                                    (float)N, 0, eps, N) != CLCNN_SUCCESS)
         fail(&r, "clcnn_cross_entropy: %s", clcnn_context_errmsg(ctx));
     lo_tensor tl = {"loss", 1, {1, 0, 0, 0}}, tg = {"grad", 2, {N, K, 0, 0}};
     lo_tensor ta = {"accumulated loss", 1, {1, 0, 0, 0}};
     compare(ctx, &r, &tl, d.p, 0, &loss, 1);
-    compare(ctx, &r, &tg, d.gx, 0, gz, nz);
+    compare(ctx, &r, &tg, d.gx[0], 0, gz, nz);
     if (r.ok) clEnqueueReadBuffer(ctx->queue, d.g, CL_TRUE, 0, 4, &dcorrect, 0, NULL, NULL);
     if (r.ok && dcorrect != correct) fail(&r, "%d correct, want %d", dcorrect, correct);
-    if (r.ok && clcnn_cross_entropy(ctx, d.y, d.aux, NULL, d.x, 0, d.gy, N, K, d.p, d.g, 1.0f, 1,
+    if (r.ok && clcnn_cross_entropy(ctx, d.y, d.aux, NULL, d.x[0], 0, d.gy, N, K, d.p, d.g, 1.0f, 1,
                                     eps, N) != CLCNN_SUCCESS)
         fail(&r, "clcnn_cross_entropy (accumulating): %s", clcnn_context_errmsg(ctx));
     compare(ctx, &r, &ta, d.p, 0, &two, 1);
@@ -994,11 +1137,14 @@ int main(int argc, char **argv) {
     /* the implicit kernels take no GEMM; --first-backend: the kernels under test take none */
     int nrun = (implicit_only || first_backend) && nctx > 1 ? 1 : nctx;
     size_t ncases = sizeof cases / sizeof cases[0], nshares = sizeof shares / sizeof shares[0];
-    for (size_t i = 0; i < ncases + nshares; i++) {
-        const lo_case *c = i < ncases ? &cases[i] : &shares[i - ncases].c;
+    size_t ngraphs = sizeof graphs / sizeof graphs[0];
+    for (size_t i = 0; i < ncases + nshares + ngraphs; i++) {
+        const lo_graph *g = i >= ncases + nshares ? &graphs[i - ncases - nshares] : NULL;
+        const lo_case *c = i < ncases ? &cases[i] : g ? &g->c : &shares[i - ncases].c;
+        int sample0 = i >= ncases && !g ? shares[i - ncases].sample0 : 0;
         lo_host h;
         if (filter && !matches(c->spec, filter)) continue;
-        if (!host_init(&h, c, (int)i, i < ncases ? 0 : shares[i - ncases].sample0)) {
+        if (!host_init(&h, c, g, (int)i, sample0)) {
             failed++;
             continue;
         }
