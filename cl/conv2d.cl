@@ -1,6 +1,7 @@
-/* Conv2d's kernels (src/layers/conv2d.c). Around the GEMM: im2col into a row-per-output-pixel
- * matrix, the row-matrix to NCHW scatter with bias, the NCHW gradient to row-matrix gather and
- * col2im; then the direct kernels, the weight gradients and the fused pool's. Shapes: x (N,C,H,W), y (N,OC,OH,OW); a "row matrix" has one row per output
+/* Conv2d's kernels (src/layers/conv2d/, a file per family of algorithms). Around the GEMM:
+ * im2col into a row-per-output-pixel matrix, the row-matrix to NCHW scatter with bias, the NCHW
+ * gradient to row-matrix gather and col2im; then the direct kernels, the weight gradients and
+ * the fused pool's. Shapes: x (N,C,H,W), y (N,OC,OH,OW); a "row matrix" has one row per output
  * pixel (n,oh,ow) of the current chunk and C*K*K (col) or OC (rows) columns. */
 
 /* col[(n*OH*OW + oh*OW + ow) * CKK + (c*K + kh)*K + kw] = x[n0+n, c, oh*s-p+kh, ow*s-p+kw] or 0.
@@ -888,7 +889,7 @@ CONV_BCAST(conv_bcast_s1_3x3, 2, 3, 3, 1)
  * TC x 16 weights (float4 loads along k, four consecutive taps of one channel per load) and a
  * 16 x TP panel gathered straight from the image in local memory, as gemm_tiled does. Any
  * stride and padding; every load and store is guarded. Indices into x and y are long (tensors
- * past 2^31 elements). The sizes (src/layers/conv2d.c, `implicit_sizes`, and the table of
+ * past 2^31 elements). The sizes (src/layers/conv2d/implicit.c, `implicit_sizes`, and the table of
  * defaults per device class there): conv_implicit (16 x 16 of 4 x 4: 64 x 64),
  * conv_implicit_32 (8 x 8 of 4 x 4: 32 x 32), conv_implicit_128 (16 x 16 of 4 x 8: 64 channels
  * x 128 pixels), conv_implicit_w8 (8 x 8 of 8 x 8: 64 x 64 from a quarter of the work-items).
@@ -897,7 +898,7 @@ CONV_BCAST(conv_bcast_s1_3x3, 2, 3, 3, 1)
  * too, then counts exactly what each launch takes).
  * global = (ceil(N*OHW/TP)*GX, ceil(OC/TC)*GY), local = (GX, GY). */
 #define IG_K 16
-/* The sizes, X(kernel name suffix, GX, GY, RX, RY), in src/layers/conv2d.c's order. */
+/* The sizes, X(kernel name suffix, GX, GY, RX, RY), in src/layers/conv2d/implicit.c's order. */
 #define IG_SIZES(X) X(, 16, 16, 4, 4) X(_32, 8, 8, 4, 4) X(_128, 16, 16, 8, 4) X(_w8, 8, 8, 8, 8)
 /* The largest register block a size takes (the accumulators are declared this big; the loops
  * over RY and RX are unrolled with constant bounds, so only RY x RX of them live). The bodies

@@ -32,6 +32,7 @@ build fuzz_safetensors "$root/src/safetensors.c" "$root/src/files.c" "$root/src/
 printf '%s\n' '#include "program.h"' \
     'const clcnn_kernel_source clcnn_kernel_sources[] = {{0}};' \
     'const int clcnn_kernel_source_count = 0;' >"$out/no_kernels.c"
-engine=("$root"/src/*.c "$root"/src/layers/*.c "$root"/src/data/*.c "$out/no_kernels.c")
+engine=("$root"/src/*.c "$root"/src/layers/*.c "$root"/src/layers/conv2d/*.c "$root"/src/data/*.c
+    "$out/no_kernels.c")
 build fuzz_spec "${engine[@]}" -- -lOpenCL -lclblast -lxxhash -lz -lm
 build fuzz_devices "$root/src/device.c" "$root/src/env.c" "$root/src/common.c" -- -lOpenCL

@@ -36,14 +36,14 @@ struct clcnn_context {
     /* The convolution algorithm asked for (clcnn_context_options.conv_algo, CLCNN_CONV_ALGO):
      * 0 = the rules per device decide, 1 = direct, 2 = im2col. The model's planner reads it. */
     int conv_algo;
-    /* The implicit-GEMM convolutions' size, 1 + its index in src/layers/conv2d.c's table
+    /* The implicit-GEMM convolutions' size, 1 + its index in src/layers/conv2d/implicit.c's table
      * (CLCNN_IMPLICIT_SIZE; tests set each in turn); 0: the device class's choice. */
     int implicit_size;
     /* The row-GEMM weight gradient's slices, in floats of pixel rows each; 0, as every context
-     * starts: WGRAD_SLICE_FLOATS (src/layers/conv2d.c). Tests set 1 (a slice per image). */
+     * starts: WGRAD_SLICE_FLOATS (src/layers/conv2d/im2col.c). Tests set 1 (a slice per image). */
     size_t wgrad_slice;
     /* A fused convolution + pool's weight gradient: 0, as every context starts, the rule
-     * (src/layers/conv2d.c); 1 one kernel per slice (conv_wgrad_pool_rows); 2 two passes. */
+     * (src/layers/conv2d/pool.c); 1 one kernel per slice (conv_wgrad_pool_rows); 2 two passes. */
     int pool_wgrad;
     /* The padded hand-off between a producer and a direct convolution (plan.c): 0, as every
      * context starts, where the layers allow it; 1 never. Models read it when built. */

@@ -186,7 +186,7 @@ void clcnn_model_free(clcnn_model *m) {
 }
 
 static int is_view(const clcnn_node *n) {
-    return n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_VIEW;
+    return (n->algo[CLCNN_PASS_FORWARD]->flags & CLCNN_ALGO_VIEW) != 0;
 }
 
 /* The node whose buffers hold node i's output: i, or for a view the node it views (-1: the
@@ -253,7 +253,7 @@ static clcnn_status size_batch(clcnn_model *m, int n, clcnn_node_bufs *bufs, clc
         int last = N->layer + N->n_layers - 1;
         const char *kind = clcnn_layer_kind_name(N->n_layers > 1 ? N->fused.kind : N->d.kind);
         size_t out = (size_t)n * N->y.c * N->y.h * N->y.w;
-        if (N->ops->workspace) N->ops->workspace(m->ctx, N, n, w);
+        clcnn_node_workspace(m->ctx, N, n, w);
         grow(&shared->col, w->col), grow(&shared->rows, w->rows);
         grow(&shared->xpad, w->xpad), grow(&shared->wflip, w->wflip);
         snprintf(what, sizeof what, "the output of layer %d (%s)", last, kind);

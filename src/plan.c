@@ -27,7 +27,7 @@ void clcnn_node_absorb(const clcnn_context *ctx, clcnn_node *a, const clcnn_node
              clcnn_layer_kind_name(a->d.kind), clcnn_layer_kind_name(b->d.kind));
     snprintf(a->label[1], sizeof a->label[1], "%d %s+%s backward", a->layer,
              clcnn_layer_kind_name(a->d.kind), clcnn_layer_kind_name(b->d.kind));
-    a->ops->plan(ctx, a, force);
+    clcnn_node_plan(ctx, a, force);
 }
 
 /* Node i absorbs node i + 1, and later inputs are renumbered. */
@@ -58,12 +58,12 @@ static void plan_handoff(clcnn_model *m) {
     for (int j = 0; j < m->n_nodes; j++) {
         clcnn_node *c = &m->nodes[j];
         clcnn_node_ws ws = {0};
-        if (c->n_in != 1 || c->in[0] < 0 || !c->ops->workspace) continue;
+        if (c->n_in != 1 || c->in[0] < 0) continue;
         clcnn_node *p = &m->nodes[c->in[0]];
-        if (p->pad_to >= 0 || p->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_VIEW ||
+        if (p->pad_to >= 0 || (p->algo[CLCNN_PASS_FORWARD]->flags & CLCNN_ALGO_VIEW) ||
             !p->ops->writes_padded || !p->ops->writes_padded(p))
             continue;
-        c->ops->workspace(m->ctx, c, 1, &ws);
+        clcnn_node_workspace(m->ctx, c, 1, &ws);
         if (ws.keep_pad) p->pad_to = j, p->pad_only = only_link(m, c->in[0], j), c->x_padded = 1;
     }
     /* the backward's: a node whose input gradient pass pads its output gradient (gy_pad) has it
@@ -243,7 +243,7 @@ clcnn_status clcnn_plan_build(clcnn_model *m, const clcnn_layer_desc *descs, int
     for (int i = 0, seen = 0; i < m->n_nodes; i++) {
         m->nodes[i].need_gx = seen;
         seen = seen || m->nodes[i].n_params > 0;
-        m->nodes[i].ops->plan(m->ctx, &m->nodes[i], force);
+        clcnn_node_plan(m->ctx, &m->nodes[i], force);
     }
     for (int i = 0; i + 1 < m->n_nodes; i++) {
         const clcnn_node *a = &m->nodes[i];
@@ -286,7 +286,7 @@ size_t clcnn_plan_format(const clcnn_model *m, int N, char *buf, size_t size) {
             snprintf(out, sizeof out, "%d", n->y.c);
         else
             snprintf(out, sizeof out, "%dx%dx%d", n->y.c, n->y.h, n->y.w);
-        if (n->ops->workspace) n->ops->workspace(m->ctx, n, N, &w);
+        clcnn_node_workspace(m->ctx, n, N, &w);
         clcnn_appendf(buf, size, &used, "%-4d %-20s %-7s %-12s %-14s %-14s %-14s %.1f KiB", i, name,
                       in, out, clcnn_algo_name(n->algo[0]), clcnn_algo_name(n->algo[1]),
                       clcnn_algo_name(n->algo[2]), node_bytes(&w) / 1024.0);

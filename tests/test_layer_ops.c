@@ -1,7 +1,8 @@
 /* One table for every layer, after ggml's tests/test-backend-ops.cpp: each row (a layer spec,
  * an input shape, a batch, whether the input gradient is wanted) runs on every visible device,
- * every GEMM backend and every combination of algorithms its node can take (ops->algos, each
- * forced through ops->plan), against the double-precision references of tests/ref/. A row of
+ * every GEMM backend and every combination of algorithms its node can take (the rows of its
+ * layer's table that apply, clcnn_node_algos, each forced through clcnn_node_plan), against
+ * the double-precision references of tests/ref/. A row of
  * two layers is a fused node (a convolution that absorbed the MaxPool2d(2) after it, or a
  * BatchNorm the ReLU after it), checked against the two references in turn. A row of a node
  * that reads several values (add, cat, mul) gives each input's shape, and may leave some
@@ -655,7 +656,7 @@ static void dev_free(lo_dev *d) {
  * model, so here too. */
 static void dev_alloc(clcnn_context *ctx, const lo_host *h, const lo_case *c, const clcnn_node *n,
                       const clcnn_node_ws *ws, lo_dev *d, lo_result *r) {
-    int view = n->algo[CLCNN_PASS_FORWARD] == CLCNN_ALGO_VIEW;
+    int view = (n->algo[CLCNN_PASS_FORWARD]->flags & CLCNN_ALGO_VIEW) != 0;
     for (int k = 0; k < h->n_in; k++)
         d->x[k] = dev_buf(ctx, h->nx[k], 4, h->x[k], r);
     d->gy = dev_buf(ctx, h->ny, 4, h->gy, r);
@@ -857,9 +858,8 @@ static void perf(const clcnn_node *n, const clcnn_io *io, int gx, char *out, siz
 }
 
 /* Whether a is one of the implicit-GEMM algorithms. */
-static int is_implicit(clcnn_algo a) {
-    return a == CLCNN_ALGO_IMPLICIT || a == CLCNN_ALGO_WGRAD_IMPLICIT ||
-           a == CLCNN_ALGO_FLIP_IMPLICIT;
+static int is_implicit(const clcnn_algo *a) {
+    return a && (a->flags & CLCNN_ALGO_IMPLICIT_GEMM);
 }
 
 /* Whether combination f runs: every pass implicit (where it runs at all and can be: a strided
@@ -868,7 +868,7 @@ static int is_implicit(clcnn_algo a) {
 static int combo_runs(const clcnn_plan_force *f, int dgrad_can) {
     int some = 0, all = 1;
     for (int p = 0; p < CLCNN_PASS_COUNT; p++) {
-        if (f->algo[p] == CLCNN_ALGO_NONE || (p == CLCNN_PASS_DGRAD && !dgrad_can)) continue;
+        if (!f->algo[p] || (p == CLCNN_PASS_DGRAD && !dgrad_can)) continue;
         some |= is_implicit(f->algo[p]);
         all &= is_implicit(f->algo[p]);
     }
@@ -880,7 +880,7 @@ static void run_one(clcnn_context *ctx, const lo_host *h, const lo_case *c, cons
                     lo_result *r, char *perf_out, size_t perf_size) {
     clcnn_node_ws ws = {0}, use;
     lo_dev d = {0};
-    if (n->ops->workspace) n->ops->workspace(ctx, n, c->N, &ws); /* NULL: nothing beyond y */
+    clcnn_node_workspace(ctx, n, c->N, &ws);
     use = ws;
     if (c->chunk && n->d.kind == CLCNN_LAYER_CONV2D && n->n_layers == 1)
         limit_chunk(n, c->chunk, &use, &ws);
@@ -896,16 +896,16 @@ static void run_one(clcnn_context *ctx, const lo_host *h, const lo_case *c, cons
 /* A fused row's node on ctx: the convolution planned with its forward forced direct absorbs
  * the pool, as the planner's fusion does. 0 when the convolution refuses it. */
 static int fuse(clcnn_context *ctx, const lo_host *h, clcnn_node *n) {
-    clcnn_plan_force f = {{CLCNN_ALGO_DIRECT, CLCNN_ALGO_NONE, CLCNN_ALGO_NONE}};
+    clcnn_plan_force f = {{clcnn_algo_named(h->n.ops, CLCNN_PASS_FORWARD, "direct"), NULL, NULL}};
     *n = h->n;
-    n->ops->plan(ctx, n, &f);
+    clcnn_node_plan(ctx, n, &f);
     if (!n->ops->can_fuse || !n->ops->can_fuse(ctx, n, &h->next)) return 0;
     clcnn_node_absorb(ctx, n, &h->next, &f);
     return 1;
 }
 
-/* The implicit-GEMM convolutions' sizes, as CLCNN_IMPLICIT_SIZE names them (src/layers/conv2d.c):
- * each all-implicit combination runs in every one. */
+/* The implicit-GEMM convolutions' sizes, as CLCNN_IMPLICIT_SIZE names them
+ * (src/layers/conv2d/implicit.c): each all-implicit combination runs in every one. */
 static const char *const implicit_sizes[] = {"64", "32", "64x128", "64w8"};
 enum { IMPLICIT_SIZES = (int)(sizeof implicit_sizes / sizeof implicit_sizes[0]) };
 
@@ -919,10 +919,10 @@ static int size_wanted(int z) {
     return implicit_list == NULL;
 }
 
-/* The algorithms of a pass of n as planned (NONE alone when the pass does not run). */
-static int list_algos(clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
-    int k = n->ops->algos(ctx, n, pass, out);
-    return k > 0 ? k : (out[0] = CLCNN_ALGO_NONE, 1);
+/* The algorithms of a pass of n as planned (NULL alone when the pass does not run). */
+static int list_algos(clcnn_context *ctx, const clcnn_node *n, int pass, const clcnn_algo **out) {
+    int k = clcnn_node_algos(ctx, n, pass, out);
+    return k > 0 ? k : (out[0] = NULL, 1);
 }
 
 /* Runs one forced combination and prints its line; returns 1 when it passed. */
@@ -931,7 +931,7 @@ static int run_combo(const lo_ctx *lc, const lo_host *h, const lo_case *c, const
     clcnn_node n = *base;
     lo_result r = {1, ""};
     char algos[64], perf_out[128] = "";
-    n.ops->plan(lc->ctx, &n, f);
+    clcnn_node_plan(lc->ctx, &n, f);
     snprintf(algos, sizeof algos, "%s/%s/%s", clcnn_algo_name(f->algo[0]),
              clcnn_algo_name(f->algo[1]), clcnn_algo_name(f->algo[2]));
     if (lc->ctx->implicit_size) /* the implicit kernels' size this run */
@@ -957,7 +957,7 @@ static int run_combo(const lo_ctx *lc, const lo_host *h, const lo_case *c, const
 static void run_node(const lo_ctx *lc, const lo_host *h, const lo_case *c, int *runs, int *failed) {
     clcnn_context *ctx = lc->ctx;
     clcnn_node base = h->n, n;
-    clcnn_algo fw[CLCNN_MAX_ALGOS], wg[CLCNN_MAX_ALGOS], dg[CLCNN_MAX_ALGOS];
+    const clcnn_algo *fw[CLCNN_MAX_ALGOS], *wg[CLCNN_MAX_ALGOS], *dg[CLCNN_MAX_ALGOS];
     if (h->fused && !fuse(ctx, h, &base)) {
         printf("%-44s %-11s FAIL: the convolution does not absorb the pool\n", h->label, lc->name);
         ++*runs, ++*failed;
@@ -965,9 +965,9 @@ static void run_node(const lo_ctx *lc, const lo_host *h, const lo_case *c, int *
     }
     int nf = list_algos(ctx, &base, CLCNN_PASS_FORWARD, fw);
     for (int i = 0; i < nf; i++) {
-        clcnn_plan_force f = {{fw[i], CLCNN_ALGO_NONE, CLCNN_ALGO_NONE}};
+        clcnn_plan_force f = {{fw[i], NULL, NULL}};
         n = base;
-        n.ops->plan(ctx, &n, &f);
+        clcnn_node_plan(ctx, &n, &f);
         int nw = list_algos(ctx, &n, CLCNN_PASS_WGRAD, wg);
         int nd = list_algos(ctx, &n, CLCNN_PASS_DGRAD, dg), dgrad_can = 0;
         for (int k = 0; k < nd; k++)
@@ -979,7 +979,7 @@ static void run_node(const lo_ctx *lc, const lo_host *h, const lo_case *c, int *
                 if (!is_implicit(fw[i])) {
                     ++*runs;
                     *failed += !run_combo(lc, h, c, &base, &f);
-                    if (fw[i] != CLCNN_ALGO_DIRECT_POOL) continue;
+                    if (strcmp(fw[i]->name, "direct+pool") != 0) continue;
                     /* the fused pool's weight gradient both ways, over a slice per image (its
                      * partial sums reduced): one kernel per slice, and the two passes */
                     ctx->wgrad_slice = 1;

@@ -68,8 +68,7 @@ static clcnn_status avgpool_backward(const clcnn_node *n, const clcnn_io *io) {
 const clcnn_layer_ops clcnn_avgpool2d_ops = {
     .syntax = &clcnn_avgpool2d_syntax,
     .shape = avgpool_shape,
-    .algos = clcnn_algos_one,
-    .plan = clcnn_plan_rules_one,
+    .algos = clcnn_algos_kernel,
     .forward = avgpool_forward,
     .backward = avgpool_backward,
     .backward_reads = clcnn_reads_nothing,

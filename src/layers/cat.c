@@ -81,8 +81,7 @@ static clcnn_status cat_backward(const clcnn_node *n, const clcnn_io *io) {
 const clcnn_layer_ops clcnn_cat_ops = {
     .syntax = &clcnn_cat_syntax,
     .shape = cat_shape,
-    .algos = clcnn_algos_one,
-    .plan = clcnn_plan_rules_one,
+    .algos = clcnn_algos_kernel,
     .forward = cat_forward,
     .backward = cat_backward,
     .backward_reads = clcnn_reads_nothing,

@@ -75,8 +75,7 @@ static clcnn_status dropout_backward(const clcnn_node *n, const clcnn_io *io) {
 const clcnn_layer_ops clcnn_dropout_ops = {
     .syntax = &clcnn_dropout_syntax,
     .shape = clcnn_shape_same,
-    .algos = clcnn_algos_one,
-    .plan = clcnn_plan_rules_one,
+    .algos = clcnn_algos_kernel,
     .forward = dropout_forward,
     .backward = dropout_backward,
     .backward_reads = clcnn_reads_nothing,

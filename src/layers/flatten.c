@@ -13,13 +13,6 @@ static clcnn_status flatten_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *
     return CLCNN_SUCCESS;
 }
 
-static int flatten_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
-    (void)ctx;
-    if (pass == CLCNN_PASS_FORWARD || (pass == CLCNN_PASS_DGRAD && n->need_gx))
-        return out[0] = CLCNN_ALGO_VIEW, 1;
-    return 0;
-}
-
 static clcnn_status flatten_pass(const clcnn_node *n, const clcnn_io *io) {
     (void)n, (void)io;
     return CLCNN_SUCCESS;
@@ -28,8 +21,7 @@ static clcnn_status flatten_pass(const clcnn_node *n, const clcnn_io *io) {
 const clcnn_layer_ops clcnn_flatten_ops = {
     .syntax = &clcnn_flatten_syntax,
     .shape = flatten_shape,
-    .algos = flatten_algos,
-    .plan = clcnn_plan_rules_one,
+    .algos = clcnn_algos_view,
     .forward = flatten_pass,
     .backward = flatten_pass,
 };

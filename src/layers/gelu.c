@@ -31,8 +31,7 @@ static clcnn_status gelu_backward(const clcnn_node *n, const clcnn_io *io) {
 const clcnn_layer_ops clcnn_gelu_ops = {
     .syntax = &clcnn_gelu_syntax,
     .shape = clcnn_shape_same,
-    .algos = clcnn_algos_one,
-    .plan = clcnn_plan_rules_one,
+    .algos = clcnn_algos_kernel,
     .forward = gelu_forward,
     .backward = gelu_backward,
     .backward_reads = clcnn_reads_x,

@@ -41,8 +41,7 @@ static clcnn_status globalavgpool_backward(const clcnn_node *n, const clcnn_io *
 const clcnn_layer_ops clcnn_globalavgpool_ops = {
     .syntax = &clcnn_globalavgpool_syntax,
     .shape = clcnn_shape_global,
-    .algos = clcnn_algos_one,
-    .plan = clcnn_plan_rules_one,
+    .algos = clcnn_algos_kernel,
     .forward = globalavgpool_forward,
     .backward = globalavgpool_backward,
     .backward_reads = clcnn_reads_nothing,

@@ -49,8 +49,7 @@ static void globalmaxpool_workspace(const clcnn_context *ctx, const clcnn_node *
 const clcnn_layer_ops clcnn_globalmaxpool_ops = {
     .syntax = &clcnn_globalmaxpool_syntax,
     .shape = clcnn_shape_global,
-    .algos = clcnn_algos_one,
-    .plan = clcnn_plan_rules_one,
+    .algos = clcnn_algos_kernel,
     .workspace = globalmaxpool_workspace,
     .forward = globalmaxpool_forward,
     .backward = globalmaxpool_backward,

@@ -1,6 +1,6 @@
-/* What every layer shares: the registry's table, node set-up, algorithm names, the default
- * plan of a layer with one way per pass, PyTorch's fan-in initialisation, and two small
- * kernels' launches (bias gradient, fill). */
+/* What every layer shares: the registry's table, node set-up, the rows of the layers with one
+ * way per pass, the planner that filters a layer's rows and picks by its preference order,
+ * PyTorch's fan-in initialisation, and two small kernels' launches (bias gradient, fill). */
 #include "layer.h"
 
 #include <math.h>
@@ -24,32 +24,70 @@ const clcnn_layer_ops *clcnn_layer_ops_of(clcnn_layer_kind kind) {
     return table[kind];
 }
 
-const char *clcnn_algo_name(clcnn_algo a) {
-    static const char *const names[CLCNN_ALGO_COUNT] = {
-        [CLCNN_ALGO_NONE] = "-",
-        [CLCNN_ALGO_KERNEL] = "kernel",
-        [CLCNN_ALGO_GEMM] = "gemm",
-        [CLCNN_ALGO_VIEW] = "view",
-        [CLCNN_ALGO_DIRECT] = "direct",
-        [CLCNN_ALGO_DIRECT_POOL] = "direct+pool",
-        [CLCNN_ALGO_IM2COL] = "im2col",
-        [CLCNN_ALGO_WGRAD_ROWS] = "wgrad-rows",
-        [CLCNN_ALGO_WGRAD_LANES] = "wgrad-lanes",
-        [CLCNN_ALGO_WGRAD_TUNED] = "wgrad-tuned",
-        [CLCNN_ALGO_FLIP_DIRECT] = "flip-direct",
-        [CLCNN_ALGO_FLIP_IM2COL] = "flip-im2col",
-        [CLCNN_ALGO_COL2IM] = "col2im",
-        [CLCNN_ALGO_DIRECT_LANES] = "direct-lanes",
-        [CLCNN_ALGO_FLIP_LANES] = "flip-lanes",
-        [CLCNN_ALGO_IMPLICIT] = "implicit",
-        [CLCNN_ALGO_FLIP_IMPLICIT] = "flip-implicit",
-        [CLCNN_ALGO_WGRAD_IMPLICIT] = "wgrad-implicit",
-        [CLCNN_ALGO_GEMM_TUNED] = "gemm-tuned",
-        [CLCNN_ALGO_WINOGRAD] = "winograd",
-        [CLCNN_ALGO_WINOGRAD_POOL] = "winograd+pool",
-        [CLCNN_ALGO_FLIP_WINOGRAD] = "flip-winograd",
-    };
-    return (int)a >= 0 && a < CLCNN_ALGO_COUNT && names[a] ? names[a] : "?";
+const char *clcnn_algo_name(const clcnn_algo *a) {
+    return a ? a->name : "-";
+}
+
+/* The rows of the layers with one way per pass. */
+#define ONE_WAY(var, name_, pass_, flags_)                                                         \
+    static const clcnn_algo var = {.name = name_, .pass = pass_, .flags = flags_}
+ONE_WAY(kernel_fwd, "kernel", CLCNN_PASS_FORWARD, 0);
+ONE_WAY(kernel_wgrad, "kernel", CLCNN_PASS_WGRAD, 0);
+ONE_WAY(kernel_dgrad, "kernel", CLCNN_PASS_DGRAD, 0);
+ONE_WAY(gemm_fwd, "gemm", CLCNN_PASS_FORWARD, 0);
+ONE_WAY(gemm_wgrad, "gemm", CLCNN_PASS_WGRAD, 0);
+ONE_WAY(gemm_dgrad, "gemm", CLCNN_PASS_DGRAD, 0);
+ONE_WAY(view_fwd, "view", CLCNN_PASS_FORWARD, CLCNN_ALGO_VIEW);
+ONE_WAY(view_dgrad, "view", CLCNN_PASS_DGRAD, CLCNN_ALGO_VIEW);
+#undef ONE_WAY
+const clcnn_algo *const clcnn_algos_kernel[] = {&kernel_fwd, &kernel_wgrad, &kernel_dgrad, NULL};
+const clcnn_algo *const clcnn_algos_gemm[] = {&gemm_fwd, &gemm_wgrad, &gemm_dgrad, NULL};
+const clcnn_algo *const clcnn_algos_view[] = {&view_fwd, &view_dgrad, NULL};
+
+int clcnn_node_algos(const clcnn_context *ctx, const clcnn_node *n, int pass,
+                     const clcnn_algo **out) {
+    int k = 0;
+    if ((pass == CLCNN_PASS_WGRAD && !n->n_params) || (pass == CLCNN_PASS_DGRAD && !n->need_gx))
+        return 0;
+    for (const clcnn_algo *const *r = n->ops->algos; *r; r++)
+        if ((*r)->pass == pass && (!(*r)->applies || (*r)->applies(ctx, n))) {
+            CLCNN_ASSERT(k < CLCNN_MAX_ALGOS);
+            out[k++] = *r;
+        }
+    return k;
+}
+
+static int listed(const clcnn_algo *const *list, int n, const clcnn_algo *a) {
+    for (int i = 0; i < n; i++)
+        if (list[i] == a) return 1;
+    return 0;
+}
+
+void clcnn_node_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *force) {
+    for (int p = 0; p < CLCNN_PASS_COUNT; p++) {
+        const clcnn_algo *a[CLCNN_MAX_ALGOS];
+        int k = clcnn_node_algos(ctx, n, p, a);
+        const clcnn_algo_pref *o = n->ops->prefer ? n->ops->prefer(ctx, n, p) : NULL;
+        n->algo[p] = k > 0 ? a[0] : NULL;
+        for (; k > 0 && o && o->algo; o++)
+            if (listed(a, k, o->algo) && (!o->when || o->when(ctx, n))) {
+                n->algo[p] = o->algo;
+                break;
+            }
+        if (force && force->algo[p] && listed(a, k, force->algo[p])) n->algo[p] = force->algo[p];
+    }
+}
+
+void clcnn_node_workspace(const clcnn_context *ctx, const clcnn_node *n, int N, clcnn_node_ws *ws) {
+    if (n->ops->workspace) n->ops->workspace(ctx, n, N, ws);
+    for (int p = 0; p < CLCNN_PASS_COUNT; p++)
+        if (n->algo[p] && n->algo[p]->workspace) n->algo[p]->workspace(ctx, n, N, ws);
+}
+
+const clcnn_algo *clcnn_algo_named(const clcnn_layer_ops *ops, int pass, const char *name) {
+    for (const clcnn_algo *const *r = ops->algos; *r; r++)
+        if ((*r)->pass == pass && !strcmp((*r)->name, name)) return *r;
+    return NULL;
 }
 
 int clcnn_params_add(clcnn_params *pl, const char *path, const char *name, clcnn_param_kind kind,
@@ -129,21 +167,6 @@ clcnn_status clcnn_shape_global(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
                           "%s needs a C x H x W input but gets %d flat features", where, n->x.c);
     n->y = (clcnn_shape){n->x.c, 1, 1, 0};
     return CLCNN_SUCCESS;
-}
-
-int clcnn_algos_one(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
-    (void)ctx;
-    if (pass == CLCNN_PASS_FORWARD) return out[0] = CLCNN_ALGO_KERNEL, 1;
-    if (pass == CLCNN_PASS_WGRAD) return n->n_params ? (out[0] = CLCNN_ALGO_KERNEL, 1) : 0;
-    return n->need_gx ? (out[0] = CLCNN_ALGO_KERNEL, 1) : 0;
-}
-
-void clcnn_plan_rules_one(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *f) {
-    (void)f;
-    for (int p = 0; p < CLCNN_PASS_COUNT; p++) {
-        clcnn_algo a[CLCNN_MAX_ALGOS];
-        n->algo[p] = n->ops->algos(ctx, n, p, a) > 0 ? a[0] : CLCNN_ALGO_NONE;
-    }
 }
 
 void clcnn_init_fan_in(const clcnn_node *n, const clcnn_param *params, float *host,

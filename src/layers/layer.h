@@ -15,44 +15,69 @@
 #include "rng.h"
 #include "spec.h"
 
-/* The algorithm a pass takes. The plan records one per pass (forward, weight gradient, input
- * gradient); `clcnn_train --plan` prints their names. */
-typedef enum clcnn_algo {
-    CLCNN_ALGO_NONE = 0,       /* the pass does not run (no parameters, no input gradient) */
-    CLCNN_ALGO_KERNEL,         /* the layer's only way: its own kernels */
-    CLCNN_ALGO_GEMM,           /* one GEMM (linear) */
-    CLCNN_ALGO_VIEW,           /* no work: the output is the input's buffer (flatten) */
-    CLCNN_ALGO_DIRECT,         /* convolution over a padded copy of the input, no im2col */
-    CLCNN_ALGO_DIRECT_POOL,    /* the direct convolution with a MaxPool2d(2) in its store */
-    CLCNN_ALGO_IM2COL,         /* im2col + GEMM (forward, or the weight gradient) */
-    CLCNN_ALGO_WGRAD_ROWS,     /* weight gradient: gy as pixel rows, GEMM against the padded x */
-    CLCNN_ALGO_WGRAD_LANES,    /* weight gradient: gy read in place, reduced across lanes */
-    CLCNN_ALGO_WGRAD_TUNED,    /* rows or lanes, whichever the autotuner times faster */
-    CLCNN_ALGO_FLIP_DIRECT,    /* input gradient: gy convolved with the flipped weights, direct */
-    CLCNN_ALGO_FLIP_IM2COL,    /* the same convolution through im2col + GEMM */
-    CLCNN_ALGO_COL2IM,         /* input gradient: GEMM into columns, then col2im */
-    CLCNN_ALGO_DIRECT_LANES,   /* direct, with the output channels in the vector lanes */
-    CLCNN_ALGO_FLIP_LANES,     /* input gradient: the flipped convolution by direct-lanes */
-    CLCNN_ALGO_IMPLICIT,       /* implicit GEMM (GPU-shaped): the image gathered in local memory */
-    CLCNN_ALGO_FLIP_IMPLICIT,  /* input gradient: the flipped convolution by implicit GEMM */
-    CLCNN_ALGO_WGRAD_IMPLICIT, /* weight gradient: implicit GEMM, split over the batch's pixels */
-    CLCNN_ALGO_GEMM_TUNED,     /* any pass: its implicit GEMM or its im2col way (im2col, or
-                                  flip-im2col for the input gradient), whichever the autotuner
-                                  times faster */
-    CLCNN_ALGO_WINOGRAD,       /* Winograd F(2x2, 5x5) over a padded copy of the input (CPU) */
-    CLCNN_ALGO_WINOGRAD_POOL,  /* the same with a MaxPool2d(2) in its store */
-    CLCNN_ALGO_FLIP_WINOGRAD,  /* input gradient: the flipped convolution by Winograd */
-    CLCNN_ALGO_COUNT
-} clcnn_algo;
-
-/* "direct", "direct+pool", "im2col", "wgrad-rows", ... ("?" outside the enum). */
-const char *clcnn_algo_name(clcnn_algo a);
-
-/* The most algorithms a pass of a node can choose from. */
-enum { CLCNN_MAX_ALGOS = 8 };
+struct clcnn_node;
+struct clcnn_io;
+struct clcnn_node_ws;
 
 /* The passes a plan records an algorithm for. */
 enum { CLCNN_PASS_FORWARD, CLCNN_PASS_WGRAD, CLCNN_PASS_DGRAD, CLCNN_PASS_COUNT };
+
+/* What an algorithm is, beyond its pass: the traits that the plan, the workspace and the other
+ * passes of the node read. */
+enum {
+    CLCNN_ALGO_VIEW = 1 << 0,          /* no work: the output is the input's buffer (flatten) */
+    CLCNN_ALGO_PADDED_X = 1 << 1,      /* reads a zero-padded copy of the input (xpad; a
+                                          forward keeps it in keep_pad, for the backward) */
+    CLCNN_ALGO_WRITES_PADDED = 1 << 2, /* forward: can write its output also zero-padded into a
+                                          consumer's keep_pad (io->ypad) */
+    CLCNN_ALGO_FUSES_POOL = 1 << 3,    /* forward: a MaxPool2d(2) after it can ride in its
+                                          store; input gradient: the fused node's backward
+                                          has its counterpart */
+    CLCNN_ALGO_FLIPPED_W = 1 << 4,     /* input gradient: needs the flipped weights (wflip) */
+    CLCNN_ALGO_PADDED_GY = 1 << 5,     /* reads gy zero-padded, as the flipped convolution
+                                          does: an input gradient pads it (into xpad) unless
+                                          gy's reader hands it over so (keep_gpad); a weight
+                                          gradient reads that handed-over copy too */
+    CLCNN_ALGO_KEEPS_COL = 1 << 6,     /* forward: keeps the batch's im2col matrix for the
+                                          backward (keep_col) where it fits */
+    CLCNN_ALGO_GY_ROWS = 1 << 7,       /* a gradient that gathers gy into pixel rows chunk by
+                                          chunk: with both gradients so, one pass does both */
+    CLCNN_ALGO_IMPLICIT_GEMM = 1 << 8, /* runs the implicit-GEMM kernels, in the size
+                                          CLCNN_IMPLICIT_SIZE or the device class picks */
+};
+
+/* One algorithm of a layer: a row of its table (clcnn_layer_ops.algos). The plan records, per
+ * pass, the row it took; `clcnn_train --plan` prints their names. */
+typedef struct clcnn_algo {
+    const char *name; /* "direct", "direct+pool", "im2col", "wgrad-rows", ... */
+    int pass;         /* CLCNN_PASS_* */
+    unsigned flags;   /* CLCNN_ALGO_* traits */
+    /* The layer's grouping of its rows (a convolution's: direct, im2col, implicit GEMM, tuned):
+     * its preference order for a gradient pass can follow the forward's path. */
+    int path;
+    /* Whether the row can run its pass of n on ctx's device (NULL: always). A weight gradient
+     * runs only for a node with parameters, an input gradient only where one is needed. */
+    int (*applies)(const clcnn_context *ctx, const struct clcnn_node *n);
+    /* Buffers a batch of N needs for this row, grown into ws (NULL: none of its own). */
+    void (*workspace)(const clcnn_context *ctx, const struct clcnn_node *n, int N,
+                      struct clcnn_node_ws *ws);
+    /* The pass by this row, called by the layer's forward or backward (NULL: the layer's own
+     * forward or backward is its one way). */
+    clcnn_status (*run)(const struct clcnn_node *n, const struct clcnn_io *io);
+} clcnn_algo;
+
+/* One step of a preference order: the row, and the rule under which the order takes it where
+ * it applies (NULL: whenever it applies). An order ends with a NULL row. */
+typedef struct clcnn_algo_pref {
+    const clcnn_algo *algo;
+    int (*when)(const clcnn_context *ctx, const struct clcnn_node *n);
+} clcnn_algo_pref;
+
+/* The row's name; "-" for NULL (the pass does not run). */
+const char *clcnn_algo_name(const clcnn_algo *a);
+
+/* The most algorithms a pass of a node can choose from. */
+enum { CLCNN_MAX_ALGOS = 8 };
 
 /* Per-sample tensor shape; a flat tensor is (features, 1, 1) with flat = 1. */
 typedef struct clcnn_shape {
@@ -118,7 +143,7 @@ typedef struct clcnn_node {
     clcnn_shape xs[CLCNN_MAX_INPUTS]; /* per-sample input of each in[] (xs[0] is x) */
     int param0, n_params;   /* its parameters: params[param0 .. param0 + n_params) */
     int need_gx;            /* whether some node before it has parameters */
-    clcnn_algo algo[CLCNN_PASS_COUNT];
+    const clcnn_algo *algo[CLCNN_PASS_COUNT]; /* the row each pass takes; NULL: it does not run */
     /* The padded hand-off (plan.c): pad_to is the node whose kept padded input (keep_pad) this
      * node's forward writes as well as its output (-1: none), pad_only that it writes only
      * that (the consumer is the output's only reader); x_padded says that the node's keep_pad
@@ -186,14 +211,15 @@ typedef struct clcnn_params {
 int clcnn_params_add(clcnn_params *pl, const char *path, const char *name, clcnn_param_kind kind,
                      int ndim, const int64_t *shape);
 
-/* Forced algorithms (CLCNN_ALGO_NONE: the rules decide). A force that the node cannot take is
- * ignored (the rules decide that pass). */
+/* Forced algorithms (NULL: the rules decide). A force that the node cannot take is ignored (the
+ * rules decide that pass). */
 typedef struct clcnn_plan_force {
-    clcnn_algo algo[CLCNN_PASS_COUNT];
+    const clcnn_algo *algo[CLCNN_PASS_COUNT];
 } clcnn_plan_force;
 
-/* A layer kind's operations. init, can_fuse and workspace may be NULL (no parameters to
- * initialise, never fuses, no buffers beyond its output and gradient); the rest may not. */
+/* A layer kind's operations. init, can_fuse, prefer and workspace may be NULL (no parameters to
+ * initialise, never fuses, its rows in the table's order, no buffers beyond its output and
+ * gradient and its rows' own); the rest may not. */
 typedef struct clcnn_layer_ops {
     const clcnn_layer_syntax *syntax; /* spec name, arguments, canonical text */
     /* Output shape and parameters from n->x and n->d; a shape error names `where`. */
@@ -206,13 +232,13 @@ typedef struct clcnn_layer_ops {
     void (*init_stats)(const clcnn_node *n, const clcnn_param *params, float *stats);
     /* Whether n can absorb `next` (its only consumer) into one fused node; NULL: never. */
     int (*can_fuse)(const clcnn_context *ctx, const clcnn_node *n, const clcnn_node *next);
-    /* The algorithms that can run pass `pass` of n (at most CLCNN_MAX_ALGOS, written to out);
-     * returns how
-     * many. Used by the planner and by tests that run every one. */
-    int (*algos)(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out);
-    /* Chooses n->algo[] by the rules for ctx's device (honouring force where possible). */
-    void (*plan)(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *force);
-    /* Buffers a batch of N needs under n's plan. */
+    /* The layer's algorithms: its table of rows, NULL-terminated (clcnn_algos_kernel and the
+     * like for a layer with one way per pass). */
+    const clcnn_algo *const *algos;
+    /* The order in which the rules prefer the rows of pass `pass` of n on ctx's device, the
+     * passes before it already planned; NULL (or a NULL return): the table's order. */
+    const clcnn_algo_pref *(*prefer)(const clcnn_context *ctx, const clcnn_node *n, int pass);
+    /* Buffers a batch of N needs under n's plan beyond its rows' own (NULL: none). */
     void (*workspace)(const clcnn_context *ctx, const clcnn_node *n, int N, clcnn_node_ws *ws);
     clcnn_status (*forward)(const clcnn_node *n, const clcnn_io *io);
     clcnn_status (*backward)(const clcnn_node *n, const clcnn_io *io);
@@ -274,9 +300,27 @@ clcnn_status clcnn_window_finish(const clcnn_spec_parser *p, const clcnn_layer_a
                                  clcnn_layer_desc *d);
 void clcnn_window_format(const clcnn_layer_desc *d, clcnn_spec_buf *b);
 
-/* Default algorithm choice shared by the layers that have one way per pass. */
-int clcnn_algos_one(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out);
-void clcnn_plan_rules_one(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *f);
+/* The rows of a layer with one way per pass, every pass that runs: its own kernels ("kernel"),
+ * one GEMM ("gemm", linear) or none at all ("view": the output is the input's buffer). */
+extern const clcnn_algo *const clcnn_algos_kernel[];
+extern const clcnn_algo *const clcnn_algos_gemm[];
+extern const clcnn_algo *const clcnn_algos_view[];
+
+/* The rows of n's table that can run pass `pass` on ctx's device, in the table's order (at most
+ * CLCNN_MAX_ALGOS, written to out); returns how many. The planner filters these; tests run
+ * every one. */
+int clcnn_node_algos(const clcnn_context *ctx, const clcnn_node *n, int pass,
+                     const clcnn_algo **out);
+
+/* Chooses n->algo[] pass by pass: of the rows that apply, the first of the layer's preference
+ * order whose rule holds (else the first that applies), unless force names one that applies. */
+void clcnn_node_plan(const clcnn_context *ctx, clcnn_node *n, const clcnn_plan_force *force);
+
+/* Buffers a batch of N needs under n's plan: the layer's own and its rows'. */
+void clcnn_node_workspace(const clcnn_context *ctx, const clcnn_node *n, int N, clcnn_node_ws *ws);
+
+/* The first row of ops' table for pass `pass` named `name`; NULL when there is none. */
+const clcnn_algo *clcnn_algo_named(const clcnn_layer_ops *ops, int pass, const char *name);
 
 /* PyTorch's default for conv and linear: weight and bias U(+-1/sqrt(fan_in)), fan_in = the
  * weight's numel / its first dimension, drawn in order weight then bias. */
@@ -290,9 +334,10 @@ clcnn_status clcnn_bias_grad(clcnn_context *ctx, cl_mem grads, int boff, cl_mem 
 /* Writes `n` floats of `value` into buf from element off. */
 clcnn_status clcnn_fill(clcnn_context *ctx, cl_mem buf, int off, int n, float value);
 
-/* Sets the size of the implicit-GEMM convolutions (src/layers/conv2d.c) from CLCNN_IMPLICIT_SIZE
- * (size "" or "auto": the device class's choice). A size that is not one of them, or that the
- * device cannot run, fails with CLCNN_ERR_INVALID_ARGUMENT and one line in ctx's message. */
+/* Sets the size of the implicit-GEMM convolutions (src/layers/conv2d/implicit.c) from
+ * CLCNN_IMPLICIT_SIZE (size "" or "auto": the device class's choice). A size that is not one of
+ * them, or that the device cannot run, fails with CLCNN_ERR_INVALID_ARGUMENT and one line in ctx's
+ * message. */
 clcnn_status clcnn_conv_implicit_size(clcnn_context *ctx, const char *size);
 
 #endif

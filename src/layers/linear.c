@@ -46,12 +46,6 @@ static clcnn_status linear_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e
     return CLCNN_SUCCESS;
 }
 
-static int linear_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
-    (void)ctx;
-    if (pass == CLCNN_PASS_DGRAD && !n->need_gx) return 0;
-    return out[0] = CLCNN_ALGO_GEMM, 1;
-}
-
 /* y (N, OUT) = x (N, IN) w^T + b */
 static clcnn_status linear_forward(const clcnn_node *n, const clcnn_io *io) {
     int N = io->N, IN = n->x.c, OUT = n->y.c, zero = 0, one = 1;
@@ -87,8 +81,7 @@ const clcnn_layer_ops clcnn_linear_ops = {
     .syntax = &clcnn_linear_syntax,
     .shape = linear_shape,
     .init = clcnn_init_fan_in,
-    .algos = linear_algos,
-    .plan = clcnn_plan_rules_one,
+    .algos = clcnn_algos_gemm,
     .forward = linear_forward,
     .backward = linear_backward,
     .backward_reads = clcnn_reads_x,

@@ -204,8 +204,7 @@ static int maxpool_writes_padded(const clcnn_node *n) {
 const clcnn_layer_ops clcnn_maxpool2d_ops = {
     .syntax = &clcnn_maxpool2d_syntax,
     .shape = maxpool_shape,
-    .algos = clcnn_algos_one,
-    .plan = clcnn_plan_rules_one,
+    .algos = clcnn_algos_kernel,
     .workspace = maxpool_workspace,
     .forward = maxpool_forward,
     .backward = maxpool_backward,

@@ -79,8 +79,7 @@ static clcnn_status mul_backward(const clcnn_node *n, const clcnn_io *io) {
 const clcnn_layer_ops clcnn_mul_ops = {
     .syntax = &clcnn_mul_syntax,
     .shape = mul_shape,
-    .algos = clcnn_algos_one,
-    .plan = clcnn_plan_rules_one,
+    .algos = clcnn_algos_kernel,
     .forward = mul_forward,
     .backward = mul_backward,
     .backward_reads = clcnn_reads_x,

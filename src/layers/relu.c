@@ -37,8 +37,7 @@ static clcnn_status relu_backward(const clcnn_node *n, const clcnn_io *io) {
 const clcnn_layer_ops clcnn_relu_ops = {
     .syntax = &clcnn_relu_syntax,
     .shape = clcnn_shape_same,
-    .algos = clcnn_algos_one,
-    .plan = clcnn_plan_rules_one,
+    .algos = clcnn_algos_kernel,
     .forward = relu_forward,
     .backward = relu_backward,
     .backward_reads = clcnn_reads_y,

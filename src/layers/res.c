@@ -95,14 +95,6 @@ static clcnn_status res_backward(const clcnn_node *n, const clcnn_io *io) {
     return st;
 }
 
-/* The sum runs whenever a gradient flows through it. */
-static int res_algos(const clcnn_context *ctx, const clcnn_node *n, int pass, clcnn_algo *out) {
-    (void)ctx;
-    if (pass == CLCNN_PASS_FORWARD) return out[0] = CLCNN_ALGO_KERNEL, 1;
-    if (pass == CLCNN_PASS_WGRAD) return 0;
-    return n->need_gx ? (out[0] = CLCNN_ALGO_KERNEL, 1) : 0;
-}
-
 /* add_f32_pad writes the sum of two also into the next convolution's padded input. */
 static int res_writes_padded(const clcnn_node *n) {
     return !n->y.flat && n->n_in == 2;
@@ -111,8 +103,7 @@ static int res_writes_padded(const clcnn_node *n) {
 const clcnn_layer_ops clcnn_res_ops = {
     .syntax = &clcnn_res_syntax,
     .shape = sum_shape,
-    .algos = res_algos,
-    .plan = clcnn_plan_rules_one,
+    .algos = clcnn_algos_kernel, /* no parameters: the sum runs whenever a gradient flows */
     .forward = res_forward,
     .backward = res_backward,
     .backward_reads = clcnn_reads_nothing,
@@ -122,8 +113,7 @@ const clcnn_layer_ops clcnn_res_ops = {
 const clcnn_layer_ops clcnn_add_ops = {
     .syntax = &clcnn_add_syntax,
     .shape = sum_shape,
-    .algos = res_algos,
-    .plan = clcnn_plan_rules_one,
+    .algos = clcnn_algos_kernel,
     .forward = res_forward,
     .backward = res_backward,
     .backward_reads = clcnn_reads_nothing,

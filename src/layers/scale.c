@@ -51,8 +51,7 @@ static clcnn_status scale_backward(const clcnn_node *n, const clcnn_io *io) {
 const clcnn_layer_ops clcnn_scale_ops = {
     .syntax = &clcnn_scale_syntax,
     .shape = clcnn_shape_same,
-    .algos = clcnn_algos_one,
-    .plan = clcnn_plan_rules_one,
+    .algos = clcnn_algos_kernel,
     .forward = scale_forward,
     .backward = scale_backward,
     .backward_reads = clcnn_reads_nothing,
