@@ -24,8 +24,8 @@ extern "C" {
 
 #define CLCNN_VERSION_MAJOR 0
 #define CLCNN_VERSION_MINOR 5
-#define CLCNN_VERSION_PATCH 6
-#define CLCNN_VERSION_STRING "0.5.6"
+#define CLCNN_VERSION_PATCH 7
+#define CLCNN_VERSION_STRING "0.5.7"
 /* One number for comparisons: major*10000 + minor*100 + patch. */
 #define CLCNN_VERSION_NUMBER                                                                       \
     (CLCNN_VERSION_MAJOR * 10000 + CLCNN_VERSION_MINOR * 100 + CLCNN_VERSION_PATCH)
