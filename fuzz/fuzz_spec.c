@@ -1,6 +1,7 @@
 /* libFuzzer harness: the model spec parser. On success the canonical text
- * (clcnn_spec_format) must parse back to the same layers, and the limits of spec.h must hold;
- * on failure the message must be one line naming a column. */
+ * (clcnn_spec_format) must parse back to the same layers and graph (inputs, blocks, module
+ * names), the limits of spec.h must hold and the graph's JSON must be written whole; on failure
+ * the message must be one line naming a column. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,8 +10,13 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int same(const clcnn_layer_desc *a, const clcnn_layer_desc *b) {
-    return a->kind == b->kind && a->out == b->out && a->kernel == b->kernel &&
-           a->stride == b->stride && a->pad == b->pad && a->bias == b->bias;
+    int same = a->kind == b->kind && a->out == b->out && a->kernel == b->kernel &&
+               a->stride == b->stride && a->pad == b->pad && a->bias == b->bias &&
+               a->n_in == b->n_in && a->body == b->body && a->shortcut == b->shortcut &&
+               !strcmp(a->name, b->name);
+    for (int k = 0; same && k < a->n_in; k++)
+        same = a->in[k] == b->in[k];
+    return same;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -31,6 +37,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (clcnn_spec_parse(text, &again, &m, &e) != CLCNN_SUCCESS || m != n) abort();
         for (int i = 0; i < n; i++)
             if (!same(&layers[i], &again[i]) || layers[i].pos < 1) abort();
+        /* every value read is made before it is read */
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < layers[i].n_in; k++)
+                if (layers[i].in[k] < -1 || layers[i].in[k] >= n) abort();
+        size_t jlen = clcnn_spec_json(layers, n, NULL, 0, &e);
+        if (jlen != (size_t)-1) {
+            char *json = malloc(jlen + 1);
+            if (!json || clcnn_spec_json(layers, n, json, jlen + 1, &e) != jlen ||
+                strlen(json) != jlen)
+                abort();
+            free(json);
+        }
         free(text);
         free(again);
     } else {
