@@ -540,13 +540,24 @@ static clcnn_status check_label(const parser *p, size_t at, size_t end) {
     return CLCNN_SUCCESS;
 }
 
-/* "x:", the cursor on ':' after the label at s[at..): x names the current value from here on. */
-static clcnn_status parse_label_def(parser *p, size_t at) {
+/* "x:", the cursor on ':' after the label at s[at..): checked, its offset into *label_at. It
+ * names the value of the item after it (bind_label). */
+static clcnn_status parse_label_def(parser *p, size_t at, size_t *label_at) {
     size_t end = p->i;
     clcnn_status st = check_label(p, at, end);
     if (st) return st;
     if (end - at == 5 && !memcmp(p->s + at, "input", 5))
         return clcnn_spec_fail(p, at, "'input' is the model's input and cannot be redefined");
+    *label_at = at;
+    p->i++;
+    return CLCNN_SUCCESS;
+}
+
+/* The label at s[at..] (up to its ':') names the current value from here on. */
+static clcnn_status bind_label(parser *p, size_t at) {
+    size_t end = at;
+    while (p->s[end] != ':')
+        end++;
     if (p->n_labels >= CLCNN_SPEC_MAX_LABELS)
         return clcnn_spec_fail(p, at, "more than %d labels", CLCNN_SPEC_MAX_LABELS);
     spec_label *l = &p->labels[p->n_labels++];
@@ -554,7 +565,6 @@ static clcnn_status parse_label_def(parser *p, size_t at) {
     l->name[end - at] = '\0';
     l->v = p->cur;
     if (p->cur >= 0 && !p->out[p->cur].label[0]) strcpy(p->out[p->cur].label, l->name);
-    p->i++;
     return CLCNN_SUCCESS;
 }
 
@@ -566,8 +576,8 @@ static clcnn_status parse_ref(parser *p, int *v) {
     if (st) return st;
     p->i = end;
     if ((*v = find_label(p, p->s + at, end - at)) == -2)
-        return clcnn_spec_fail(p, at, "no value is labelled %s here (a label is defined as "
-                               "\"name:\" before it is used)",
+        return clcnn_spec_fail(p, at, "no value is labelled %s here (x: LAYER labels that "
+                               "layer's output, before @x reads it)",
                                quote_token(tok, p->s + at, end - at));
     return CLCNN_SUCCESS;
 }
@@ -759,17 +769,22 @@ static clcnn_status parse_repeat(parser *p) {
     return st;
 }
 
-/* One item of a list, the cursor on its first byte: "[name=] layer", "N*( list )", "x:" or
- * "@x". *ref says that it was "@x", which a layer must follow. */
-static clcnn_status parse_item(parser *p, int *ref) {
+/* What an item of a list is: a layer, a block or a repetition (each makes a value), "@x", or
+ * "x:". */
+typedef enum item_kind { ITEM_VALUE, ITEM_REF, ITEM_LABEL } item_kind;
+
+/* One item of a list, the cursor on its first byte: "[name=] layer", "N*( list )", "x:" (its
+ * offset into *label_at) or "@x". */
+static clcnn_status parse_item(parser *p, item_kind *kind, size_t *label_at) {
     char tok[TOKEN_MAX + 8];
     size_t at = p->i, end = word_end(p, at);
     clcnn_layer_desc d;
     clcnn_status st;
-    *ref = 0;
+    *kind = ITEM_VALUE;
     memset(&d, 0, sizeof d);
-    if (cur(p) == '@') return *ref = 1, parse_ref(p, &p->cur);
-    if (end > at && end < p->len && p->s[end] == ':') return p->i = end, parse_label_def(p, at);
+    if (cur(p) == '@') return *kind = ITEM_REF, parse_ref(p, &p->cur);
+    if (end > at && end < p->len && p->s[end] == ':')
+        return *kind = ITEM_LABEL, p->i = end, parse_label_def(p, at, label_at);
     if (end > at && end < p->len && p->s[end] == '=') {
         p->i = end;
         if ((st = parse_name(p, at, &d))) return st;
@@ -790,8 +805,8 @@ static clcnn_status parse_item(parser *p, int *ref) {
 static clcnn_status parse_list(parser *p, size_t open, const char *empty, int bar,
                                list_end *how) {
     char tok[TOKEN_MAX + 8];
-    int items = 0, sep = 0, comma = 0, ref = 0, first = p->n;
-    size_t comma_at = 0, ref_at = 0;
+    int items = 0, sep = 0, comma = 0, ref = 0, label = 0, first = p->n;
+    size_t comma_at = 0, ref_at = 0, label_at = 0;
     clcnn_status st;
     skip_ws(p);
     for (;;) {
@@ -813,6 +828,9 @@ static clcnn_status parse_list(parser *p, size_t open, const char *empty, int ba
                 return open == NO_GROUP
                            ? clcnn_spec_fail(p, 0, "empty spec, expected at least one layer")
                            : clcnn_spec_fail(p, open, "%s", empty);
+            if (label)
+                return clcnn_spec_fail(p, label_at, "a label names the layer after it: none "
+                                       "follows");
             if (ref)
                 return clcnn_spec_fail(p, ref_at, "a layer must follow a value reference (@x)");
             *how = end ? END_TEXT : c == '|' ? END_BAR : END_PAREN;
@@ -822,16 +840,28 @@ static clcnn_status parse_list(parser *p, size_t open, const char *empty, int ba
         if (items > 0 && !sep)
             return clcnn_spec_fail(p, p->i, "expected ',' or whitespace between layers, got %s",
                                    describe(p, p->i, tok));
-        int n0 = p->n, was_ref = ref;
-        size_t at = p->i;
-        if ((st = parse_item(p, &ref))) return st;
-        int label = !ref && p->n == n0 && p->i > at && p->s[p->i - 1] == ':';
-        if (ref)
-            ref_at = at;
-        else if (was_ref && label)
-            ref = 1; /* a label after "@x": a layer must still follow */
+        size_t at = p->i, def_at = 0;
+        item_kind kind;
+        if ((st = parse_item(p, &kind, &def_at))) return st;
+        if (kind == ITEM_LABEL && label) {
+            size_t len = 0;
+            while (p->s[label_at + len] != ':')
+                len++;
+            return clcnn_spec_fail(p, at, "one label a layer: %s names the next one already",
+                                   quote_token(tok, p->s + label_at, len));
+        }
+        if (kind == ITEM_REF && label)
+            return clcnn_spec_fail(p, label_at, "a label names the layer after it, not a "
+                                   "reference: write @x first");
+        if (kind == ITEM_LABEL) label = 1, label_at = def_at;
+        if (kind == ITEM_REF) ref = 1, ref_at = at;
+        if (kind == ITEM_VALUE) {
+            ref = 0;
+            if (label && (st = bind_label(p, label_at))) return st;
+            label = 0;
+        }
         items++;
-        sep = skip_ws(p) > 0 || label; /* "x:conv" needs no space */
+        sep = skip_ws(p) > 0 || kind == ITEM_LABEL; /* "x:conv" needs no space */
         comma = cur(p) == ',';
         if (comma) {
             comma_at = p->i++;
@@ -968,6 +998,10 @@ static int format_entry(format_walk *f, int i) {
     } else if (d->n_in > 0) {
         format_from(f, d->in[0]);
     }
+    if (d->label[0] || (f->need && f->need[i])) {
+        char buf[CLCNN_SPEC_LABEL_MAX + 16];
+        clcnn_spec_append(f->b, "%s: ", label_text(f, i, buf, sizeof buf));
+    }
     if (d->name[0]) clcnn_spec_append(f->b, "%s=", d->name);
     if (ls->group) {
         int rest = f->n - i - 1, body = d->body < rest ? d->body : rest;
@@ -998,10 +1032,6 @@ static int format_entry(format_walk *f, int i) {
         clcnn_spec_append(f->b, "%s", ls->name);
     }
     f->cur = i;
-    if (d->label[0] || (f->need && f->need[i])) {
-        char buf[CLCNN_SPEC_LABEL_MAX + 16];
-        clcnn_spec_append(f->b, " %s:", label_text(f, i, buf, sizeof buf));
-    }
     return covers;
 }
 

@@ -242,57 +242,55 @@ static void expect_inputs(int line, const char *spec, int i, int n, ...) {
 static void test_graph(void) {
     /* a chain reads the value before; a label changes nothing */
     INPUTS("conv(8,3) relu", 0, 1, -1);
-    INPUTS("conv(8,3) x: relu", 1, 1, 0);
-    /* add reads the current value first, then the named ones */
-    INPUTS("conv(8,3) x: relu add(@x)", 2, 2, 1, 0);
-    INPUTS("conv(8,3) x: relu y: add(@y, @x)", 2, 2, 1, 0);
-    INPUTS("conv(8,3) x: relu add(@x, @x, @input)", 2, 4, 1, 0, 0, -1);
+    INPUTS("x: conv(8,3) relu", 1, 1, 0);
+    /* x: names the layer after it; add reads the current value first, then the named ones */
+    INPUTS("x: conv(8,3) relu add(@x)", 2, 2, 1, 0);
+    INPUTS("x: conv(8,3) y: relu add(@y, @x)", 2, 2, 1, 0);
+    INPUTS("x: conv(8,3) relu add(@x, @x, @input)", 2, 4, 1, 0, 0, -1);
     /* the current value among the named ones keeps its place */
-    INPUTS("conv(8,3) x: relu y: cat(@x, @y)", 2, 2, 0, 1);
+    INPUTS("x: conv(8,3) y: relu cat(@x, @y)", 2, 2, 0, 1);
     /* @x makes x current */
-    INPUTS("conv(8,3) x: relu @x conv(4,1) cat(@x)", 2, 1, 0);
-    INPUTS("conv(8,3) x: relu @x conv(4,1) cat(@x)", 3, 2, 2, 0);
-    INPUTS("x: conv(8,3) mul(@x)", 1, 2, 0, -1);
+    INPUTS("x: conv(8,3) relu @x conv(4,1) cat(@x)", 2, 1, 0);
+    INPUTS("x: conv(8,3) relu @x conv(4,1) cat(@x)", 3, 2, 2, 0);
+    INPUTS("conv(8,3) mul(@input)", 1, 2, 0, -1);
     /* scale's alias mul stays scale; mul(@x) is the product */
     EXPECT("mul(0.5)", {.kind = CLCNN_LAYER_SCALE, .n_in = 1, .in = {-1}});
-    INPUTS("conv(8,3) s: globalavgpool mul(@s)", 2, 2, 1, 0);
+    INPUTS("x: conv(8,3) globalavgpool mul(@x)", 2, 2, 1, 0);
     /* residual blocks: in[0] the block's input, in[1] the body's value, in[2] the shortcut's */
     INPUTS("relu res(conv(8,3) relu)", 1, 2, 0, 3);
     INPUTS("relu res(conv(8,3) relu | conv(8,1) bn)", 1, 3, 0, 3, 5);
     INPUTS("relu res(conv(8,3) relu | conv(8,1) bn)", 4, 1, 0); /* the shortcut reads the input */
     INPUTS("relu res(conv(8,3) relu | conv(8,1) bn) relu", 6, 1, 1);
+    INPUTS("x: res(relu) add(@input)", 2, 2, 0, -1); /* a label names the block's sum */
     /* each copy of a repetition reads the one before, its labels its own */
-    INPUTS("2*(x: conv(8,3) add(@x)) relu", 1, 2, 0, -1);
-    INPUTS("2*(x: conv(8,3) add(@x)) relu", 2, 1, 1);
-    INPUTS("2*(x: conv(8,3) add(@x)) relu", 3, 2, 2, 1);
-    INPUTS("2*(x: conv(8,3) add(@x)) relu", 4, 1, 3);
+    INPUTS("2*(x: relu conv(8,3) add(@x)) relu", 2, 2, 1, 0);
+    INPUTS("2*(x: relu conv(8,3) add(@x)) relu", 3, 1, 2);
+    INPUTS("2*(x: relu conv(8,3) add(@x)) relu", 5, 2, 4, 3);
+    INPUTS("2*(x: relu conv(8,3) add(@x)) relu", 6, 1, 5);
     /* module names */
     EXPECT("layer1.0.conv1=conv(8,3) fc=linear(10)",
            {.kind = CLCNN_LAYER_CONV2D, .out = 8, .kernel = 3, .stride = 1, .bias = 1, .n_in = 1,
             .in = {-1}, .name = "layer1.0.conv1"},
            {.kind = CLCNN_LAYER_LINEAR, .out = 10, .bias = 1, .n_in = 1, .in = {0},
             .name = "fc"});
-    ROUND_TRIP("conv(8,3) x: relu add(@x)",
-               "conv(8,3,stride=1,pad=0) x: relu add(@x)");
-    ROUND_TRIP("conv(8,3) x: relu y: cat(@x, @y)",
-               "conv(8,3,stride=1,pad=0) x: relu y: cat(@x,@y)");
-    ROUND_TRIP("conv(8,3) x: relu @x conv(4,1) cat(@x)",
-               "conv(8,3,stride=1,pad=0) x: relu @x conv(4,1,stride=1,pad=0) cat(@x)");
-    /* a value referred to but not labelled gets a label; labels a repetition repeats are made
-     * unique */
-    ROUND_TRIP("conv(8,3) x: relu @x cat(@x, @x)", NULL);
-    ROUND_TRIP("relu y: @input add(@y)", "relu y: add(@input,@y)");
-    ROUND_TRIP("2*(x: conv(8,3) add(@x)) relu",
-               "conv(8,3,stride=1,pad=0) add(@input) x: conv(8,3,stride=1,pad=0) add(@x) relu");
-    ROUND_TRIP("3*(x: conv(8,3) y: add(@x)) relu",
-               "conv(8,3,stride=1,pad=0) y_0: add(@input) x_1: conv(8,3,stride=1,pad=0) y_2: "
-               "add(@x_1) x_3: conv(8,3,stride=1,pad=0) y_4: add(@x_3) relu");
+    ROUND_TRIP("x: conv(8,3) relu add(@x)", "x: conv(8,3,stride=1,pad=0) relu add(@x)");
+    ROUND_TRIP("x: conv(8,3) y: relu cat(@x, @y)",
+               "x: conv(8,3,stride=1,pad=0) y: relu cat(@x,@y)");
+    ROUND_TRIP("x: conv(8,3) relu @x conv(4,1) cat(@x)",
+               "x: conv(8,3,stride=1,pad=0) relu @x conv(4,1,stride=1,pad=0) cat(@x)");
+    ROUND_TRIP("x: conv(8,3) relu @x cat(@x, @x)", NULL);
+    ROUND_TRIP("y: relu @input add(@y)", "y: relu add(@input,@y)");
+    /* labels that a repetition repeats are made unique */
+    ROUND_TRIP("2*(x: relu conv(8,3) add(@x)) relu",
+               "x_0: relu conv(8,3,stride=1,pad=0) add(@x_0) x_3: relu "
+               "conv(8,3,stride=1,pad=0) add(@x_3) relu");
     ROUND_TRIP("b=res(c1=conv(8,3,pad=1) bn | downsample.0=conv(8,1) downsample.1=bn) relu",
                "b=res(c1=conv(8,3,stride=1,pad=1) bn | downsample.0=conv(8,1,stride=1,pad=0) "
                "downsample.1=bn) relu");
     ROUND_TRIP("x: relu res(conv(8,3) | @x relu) mul(@x)", NULL);
+    ROUND_TRIP("x: fc=linear(4) relu add(@x)", "x: fc=linear(4) relu add(@x)");
     ROUND_TRIP("resnet18", NULL);
-    SAME("x:relu add(@x)", "x: relu add( @x )");
+    SAME("x:relu add(@input)", "x: relu add( @input )");
 }
 
 static void test_separators(void) {
@@ -401,12 +399,16 @@ static const bad_spec bad_specs[] = {
     {"relu add(@x)", "column 11: no value is labelled 'x' here"},
     {"relu add(x)", "column 10: add expects values such as @x, got 'x'"},
     {"relu add", "column 6: add needs the values it reads, as in add(@x)"},
-    {"x: relu add(@input) x: relu mul(@x, @input)", "column 29: mul reads 2 values, got 3"},
-    {"relu x: add(@x)", "column 9: add reads at least 2 values, got 1"},
+    {"x: relu y: relu mul(@x, @input)", "column 17: mul reads 2 values, got 3"},
+    {"x: relu add(@x)", "column 9: add reads at least 2 values, got 1"},
+    {"x: add(@x)", "column 9: no value is labelled 'x' here"},
+    {"x: y: relu", "column 4: one label a layer: 'x' names the next one already"},
+    {"conv(8,3) x: @input relu", "column 11: a label names the layer after it, not a reference"},
     {"input: relu", "column 1: 'input' is the model's input and cannot be redefined"},
     {"1x: relu", "column 1: a label is letters, digits and '_' and starts with a letter"},
     {"relu @input", "column 6: a layer must follow a value reference (@x)"},
-    {"relu @input x:", "column 6: a layer must follow a value reference (@x)"},
+    {"relu @input x:", "column 13: a label names the layer after it: none follows"},
+    {"res(relu x:)", "column 10: a label names the layer after it: none follows"},
     {"relu | relu", "column 6: unexpected '|' outside a res block"},
     {"res(relu | relu | relu)", "column 17: unexpected '|' (a res block has one"},
     {"res(| relu)", "column 4: empty res block"},
@@ -605,8 +607,8 @@ static void test_fuzz(void) {
                                   "3*(conv(32,5,pad=2) relu maxpool(2)) flatten fc(10)",
                                   "2*(relu 3*(flatten)) conv(8,3,stride=2,padding=1,bias=0)",
                                   "4*(64*(relu))", "maxpool(3,2,1), linear(65536,bias=1)",
-                                  "a=conv(8,3) x: relu y: @x cat(@y, @x) 2*(z: relu add(@z))",
-                                  "res(conv(8,1) | b.c=bn @input) s: mul(@s, @x)", "resnet18"};
+                                  "x: a=conv(8,3) y: relu @x cat(@y, @x) 2*(z: relu add(@z))",
+                                  "s: res(conv(8,1) | b.c=bn) x: relu mul(@s)", "resnet18"};
     static const char alphabet[] = "0123456789(),*= \t=conv relu maxpool linear flatten pad "
                                    "stride bias padding fc mp x-\n\xff@:|.x: @x add cat mul res";
     char spec[2048];

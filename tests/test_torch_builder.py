@@ -168,9 +168,10 @@ def test_all_layers():
 def test_graph():
     """The graph form: every value as torch computes it from the same modules."""
     B = clcnn_torch
-    spec = ("conv(8,3,pad=1) x: relu c=conv(8,3,pad=1) add(@x) y: conv(4,1) cat(@y) "
-            "s: globalavgpool g=conv(12,1) mul(@s) "
-            "b=res(c1=conv(12,3,pad=1,bias=0) bn | d.0=conv(12,1,stride=1) d.1=bn) flatten fc=linear(10)")
+    spec = ("x: conv(8,3,pad=1) relu c=conv(8,3,pad=1) y: add(@x) conv(4,1) s: cat(@y) "
+            "globalavgpool g=conv(12,1) mul(@s) "
+            "b=res(c1=conv(12,3,pad=1,bias=0) bn | d.0=conv(12,1,stride=1) d.1=bn) flatten "
+            "fc=linear(10)")
     m = B.build(spec, 3, 8, 8).eval()
     names = [k for k in m.state_dict()]
     check(names[:6] == ["0.weight", "0.bias", "c.weight", "c.bias", "4.weight", "4.bias"] and
