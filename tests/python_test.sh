@@ -27,8 +27,9 @@ else
 fi
 if [ $rc = 77 ] && [ "${CLCNN_REQUIRE_PYTHON_TESTS:-0}" = 1 ]; then
     echo "python_test: FAIL: skipped, but CLCNN_REQUIRE_PYTHON_TESTS=1 requires this test to run"
-    echo "python_test: (tests/run.sh installs python3-torch and dataset-fashion-mnist and makes"
-    echo "python_test: BUILD/pyenv with tests/pyenv.sh; see its output)"
+    echo "python_test: (tests/run.sh installs python3-torch, python3-torchvision and"
+    echo "python_test: dataset-fashion-mnist and makes BUILD/pyenv with tests/pyenv.sh; see its"
+    echo "python_test: output)"
     exit 1
 fi
 exit $rc

@@ -2,10 +2,10 @@
 # Installs what is missing (Debian/Ubuntu, as root), builds clcnn with warnings as errors and
 # runs the whole test suite under ctest. Usage: bash tests/run.sh   (CI calls this too)
 # The Python-based tests (TensorBoard's reader, the PyTorch cross-check) need more: Debian's
-# python3-venv, python3-torch and dataset-fashion-mnist, and a venv with a pinned TensorBoard made
-# in the build folder (tests/pyenv.sh; reused, so no network after the first run). When those
-# cannot be had (no network) the build goes on and the tests are skipped; with
-# CLCNN_REQUIRE_PYTHON_TESTS=1 (CI) they fail instead.
+# python3-venv, python3-torch, python3-torchvision and dataset-fashion-mnist, and a venv with a
+# pinned TensorBoard made in the build folder (tests/pyenv.sh; reused, so no network after the
+# first run). When those cannot be had (no network) the build goes on and the tests are skipped;
+# with CLCNN_REQUIRE_PYTHON_TESTS=1 (CI) they fail instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +21,7 @@ python_tests_missing() {
     fi
 }
 # About 640 MB installed (python3-torch brings 175 packages), 2 minutes on first install.
-py_pkgs=(python3-venv python3-torch dataset-fashion-mnist)
+py_pkgs=(python3-venv python3-torch python3-torchvision dataset-fashion-mnist)
 bash cmake/apt-install.sh "${py_pkgs[@]}" || python_tests_missing "cannot install ${py_pkgs[*]}"
 
 build=${CLCNN_BUILD_DIR:-build}
