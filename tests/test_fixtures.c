@@ -5,7 +5,8 @@
  * (tests/fixtures/gen_fixtures.py). Two nets with every modern layer (BatchNorm, residual
  * blocks, GELU, pools, scale) do the same with label smoothing, the onecycle schedule and no
  * weight decay on biases and BatchNorm, and their running statistics and evaluation-mode
- * outputs are checked too. Needs no PyTorch at run time. */
+ * outputs are checked too, and so are a graph's (fan-out into add, cat and a mul gate). Needs no
+ * PyTorch at run time. */
 #include "safetensors.h"
 #include "testutil.h"
 
@@ -307,7 +308,7 @@ static void run_modern(const char *cfg, double tol, double slack) {
     int N = (int)meta_num(&f, "batch"), plane = C * H * W;
     CHECK_MSG(clcnn_model_create(&m, ctx, clcnn_st_meta(&f, "spec"), C, H, W, 1) == CLCNN_SUCCESS,
               "%s", clcnn_model_errmsg(m));
-    int np = clcnn_model_param_count(m);
+    int np = clcnn_model_param_count(m), n_init = 0;
     for (int i = 0; i < np; i++) {
         const char *name;
         char key[96];
@@ -315,6 +316,11 @@ static void run_modern(const char *cfg, double tol, double slack) {
         snprintf(key, sizeof key, "init.%s", name);
         set_from(m, i, &f, key);
     }
+    /* as load_state_dict(strict=True): no PyTorch tensor the model lacks */
+    for (int t = 0; t < f.ntensors; t++)
+        n_init += !strncmp(f.tensors[t].name, "init.", 5);
+    CHECK_MSG(n_init == np, "%s: the fixture has %d init.* tensors, the model %d entries", cfg,
+              n_init, np);
     clcnn_optimizer_options o;
     clcnn_optimizer_defaults(&o, CLCNN_OPTIMIZER_SGD);
     o.lr = meta_num(&f, "lr");
@@ -387,6 +393,10 @@ int main(int argc, char **argv) {
      * (test_layer_ops has rows of these shapes) and the loss within 1e-7. So its gradients get
      * a slack of 5e-3 of each tensor's largest element, and its weights 5e-3 of their scale. */
     run_modern("resnet_step", 5e-3, 5e-3);
+    /* A graph (gen_fixtures.py's GRAPH_SPEC): x, y and s each read by two nodes (a convolution
+     * or pool and the add, cat or mul after it), a C x 1 x 1 gate, a module name. The tolerances
+     * of modern_a and modern_b. */
+    run_modern("graph_step", 1e-4, 0);
     clcnn_st_free(&init_file);
     return test_finish("test_fixtures");
 }
