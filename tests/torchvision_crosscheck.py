@@ -34,10 +34,12 @@ can go either way in two correct fp32 implementations. One such decision changes
 element's gradient entirely: at batch 16 the first step has one (an input of 9e-7 after
 layer2.1's sum), and it moves the third step's loss by 2e-2 at lr 1e-2 and still by 1.2e-4 at
 lr 1e-4 (the weights it moves shift other ReLU inputs across 0 in the next steps). At batch
-32 and lr 1e-4 the most consequential such decision in step 1 (an input of 2.1e-7) moves the
-third loss by 2e-6 and no tensor's update by more than 2e-3 of its size (L2), while the
-steps still move the losses by 3.6e-3 and 1.6e-2 from their values at the initial weights:
-the checks stay far above the rounding and far below what training changes.
+32 and lr 1e-4, the same experiment on step 1's ReLU input nearest 0 after the stem (2.1e-7;
+the stem's feed a max pool, which drops most of their gradients) moves the third loss by 2e-6
+and no tensor's update by more than 2e-3 of its size (L2), while the steps move the losses by
+3.6e-3 and 1.6e-2 from their values at the initial weights; torch's own float32 run is 2.3e-5
+from its float64 run at the third step (--noise-floor shows it). check_state says what the
+tolerances of the final state rest on.
 """
 
 import argparse
@@ -62,7 +64,7 @@ torch, nn = xc.torch, xc.nn
 
 LOSS_RTOL = 1e-4
 # Parameters after the steps: ||clcnn - torch|| <= PARAM_RTOL ||torch - init|| (L2, per tensor).
-PARAM_RTOL = 2e-2
+PARAM_RTOL = 0.1
 # BatchNorm running statistics: max |clcnn - torch| <= STAT_RTOL max |torch - init|.
 STAT_RTOL = 1e-3
 
@@ -226,15 +228,23 @@ def check_state(cl, th, ex, init, steps, check):
     """Every tensor of clcnn's state against torch's after the same steps -> a summary line.
 
     Both runs start from the same bits, so only what the steps added can differ, and each
-    tensor is measured against how far it moved. Parameters: L2 norm, PARAM_RTOL = 2e-2: the
-    gradients are fp32 sums in different orders, and a ReLU decision within rounding of 0
-    (see the module's docstring) changes one element's gradient outright; the most
-    consequential one of step 1 changes no tensor's update by more than 2e-3 (L2), while a
-    wrong index, padding or formula changes a whole tensor's update by a good fraction of
-    itself. BatchNorm running statistics, STAT_RTOL = 1e-3 (max norm): they are smooth
-    functions of the forward activations, whose fp32 rounding (~1e-6 relative) is all that
-    separates the runs besides those few decisions. num_batches_tracked must equal the
-    steps."""
+    tensor is measured against how far it moved.
+
+    Parameters: L2 norm, PARAM_RTOL = 0.1. The gradients are fp32 sums in different orders,
+    and a ReLU input within rounding of 0 (see the module's docstring) changes one element's
+    gradient outright. One such decision of step 1, emulated in PyTorch, changes no tensor's
+    update by more than 2e-3, but two fp32 implementations differ in several per step (torch
+    float32 against float64: 2, 9 and 31 in the three steps), and the last step's go straight
+    into the final weights: torch float32 is 4.2e-2 from float64 in layer4's BatchNorm
+    weights, whose gradients are sums of 32 values per channel (1x1 planes). A wrong index,
+    padding or formula moves a whole tensor's update by a good fraction of itself (a col2im
+    that drops the last output row: 1.0); what it does to a loss is checked at 1e-4.
+
+    BatchNorm running statistics: max norm, STAT_RTOL = 1e-3. They are smooth functions of
+    the forward activations of steps 1 to 3, which the decisions reach only through the small
+    weight changes they cause (torch float32 against float64: 1.4e-4); a biased variance, a
+    wrong momentum or a step's statistics missing is off by percents (the biased variance:
+    7.2e-2). num_batches_tracked must equal the steps."""
     dcl = rel_diffs(cl, th, init)
     dex = rel_diffs(th, ex, init) if ex else {}
     fails, kinds = [], {}
