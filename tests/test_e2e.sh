@@ -212,7 +212,10 @@ EOF2
 
 # A checkpoint written by clcnn 0.5.5 (tests/fixtures/v0.5.5, the commands in its README): the
 # spec's parameter names and layout are those 0.5.5 wrote, --init evaluates it as 0.5.5 did,
-# and --resume trains epoch 2 to the tensors 0.5.5's uninterrupted run saved, bit for bit.
+# and --resume trains epoch 2 to the tensors 0.5.5's uninterrupted run saved. Those were
+# computed on PoCL's CPU device; another implementation (or CPU) rounds differently, so the
+# tensors must agree to within 1e-4 of each one's largest magnitude (a misread name, offset
+# or optimizer state is off by far more), the counters exactly.
 old=$src/fixtures/v0.5.5
 python3 "$src/make_cifar.py" "$work/old_data" 96 32 >/dev/null || check "old data" 1 "make_cifar"
 mkdir -p "$work/old"
@@ -221,7 +224,7 @@ old_model="conv(4,3,pad=1,bias=0) bn relu res(conv(4,3,pad=1,bias=0) bn relu) ma
 old_model+=" linear(10)"
 "$bin" --data "$work/old_data" --init "$old/epoch_1.safetensors" --model "$old_model" \
     --eval-only >"$work/old_init.out" 2>&1
-grep -q "test loss 2.1406, test accuracy 0.4062 (13/32)" "$work/old_init.out"
+grep -q "test loss 2.14[0-9]*, test accuracy 0.4062 (13/32)" "$work/old_init.out"
 check "0.5.5 checkpoint through --init" $? "$(tail -3 "$work/old_init.out")"
 "$bin" --data "$work/old_data" --resume "$work/old/epoch_1.safetensors" --epochs 2 \
     --no-tensorboard --save-dir "$work/old" >"$work/old_resume.out" 2>&1
@@ -232,12 +235,24 @@ def tensors(path):
     b = open(path, "rb").read()
     n = struct.unpack("<Q", b[:8])[0]
     h, d = json.loads(b[8:8 + n]), b[8 + n:]
-    return {k: d[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in h.items()
-            if k != "__metadata__"}
+    out = {}
+    for k, v in h.items():
+        if k == "__metadata__":
+            continue
+        raw = d[v["data_offsets"][0]:v["data_offsets"][1]]
+        fmt = {"F32": "f", "I64": "q"}[v["dtype"]]
+        out[k] = (v["dtype"], struct.unpack("<%d%s" % (len(raw) // struct.calcsize(fmt), fmt), raw))
+    return out
 a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-bad = [k for k in a if a[k] != b.get(k)] + sorted(set(b) - set(a))
+bad = sorted(set(a) ^ set(b))
+for k in sorted(set(a) & set(b)):
+    (ta, va), (tb, vb) = a[k], b[k]
+    scale = max(abs(x) for x in va) if va else 0.0
+    if ta != tb or len(va) != len(vb) or (ta == "I64" and va != vb) or \
+            max((abs(x - y) for x, y in zip(va, vb)), default=0.0) > 1e-4 * scale:
+        bad.append(k)
 sys.exit("tensors differ from 0.5.5's: %s" % bad if bad else 0)
 EOF3
-check "0.5.5 checkpoint resumed bit for bit" $? "see above"
+check "0.5.5 checkpoint resumed to 0.5.5's epoch 2" $? "see above"
 
 exit $fail
