@@ -231,10 +231,10 @@ static void grow(size_t *cap, size_t need) {
 
 /* What one batch of n samples needs on the device, in elements, before anything is allocated:
  * per node its plan's buffers (into bufs[i].ws), the shared scratch (into *shared) and, per
- * input slot s, the largest input whose gradient a second reader adds in (gsum[s]). Everything is checked
- * against CLCNN_MAX_ELEMENTS and the device's largest allocation first, so an oversized batch
- * is refused with one message and no allocation (clcnn_model_check_batch makes the same
- * checks alone). */
+ * input slot s, the largest input whose gradient a second reader adds in (gsum[s]). Everything
+ * is checked against CLCNN_MAX_ELEMENTS and the device's largest allocation first, so an
+ * oversized batch is refused with one message and no allocation (clcnn_model_check_batch makes
+ * the same checks alone). */
 static clcnn_status size_batch(clcnn_model *m, int n, clcnn_node_bufs *bufs, clcnn_node_ws *shared,
                                size_t *gsum) {
     for (int i = 0; i < m->n_nodes; i++)
@@ -348,7 +348,7 @@ static int place_values(const clcnn_model *m, int n, int *act_of, int *grad_of, 
             }
         size_t need = (size_t)n * R->y.c * R->y.h * R->y.w;
         act_of[r] = grad_of[r] = -3;
-        if (R->pad_to >= 0 && R->pad_only)
+        if (R->pad_to >= 0 && R->pad_only && !(reads(R) & CLCNN_READS_Y))
             act_of[r] = -2;
         else
             t[k++] = (tenant){r, back > last ? back : last, need, &act_of[r]};
