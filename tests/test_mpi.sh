@@ -212,7 +212,8 @@ check "the two one-epoch checkpoints" $? "$(tail -n 3 "$work/ck0.out" "$work/ck9
 ck0=$work/ck0/epoch_1.safetensors ck9=$work/ck9/epoch_1.safetensors
 
 # Runs the jobs "NAME|ARGS..." of the array named $1 three at a time, each through run_job as
-# $work/$2/NAME.out; its rc and secs go to NAME.rc and NAME.secs. ARGS are split at spaces.
+# $work/$2/NAME.out with its own TMPDIR; its rc and secs go to NAME.rc and NAME.secs. ARGS are
+# split at spaces.
 run_jobs() {
     local -n jobs=$1
     local i=0 name rest
@@ -221,6 +222,11 @@ run_jobs() {
         IFS='|' read -r name rest <<<"$j"
         (
             read -ra args <<<"$rest"
+            # A session-directory tree of its own: Open MPI 4's mpirun creates
+            # $TMPDIR/ompi.<host>.<uid>/... without retrying, and three starting at once could
+            # race there ("ORTE_ERROR_LOG: Error in file util/session_dir.c at line 107").
+            export TMPDIR=$work/$2/$name.tmp
+            mkdir -p "$TMPDIR"
             run_job "$work/$2/$name.out" "${args[@]}"
             echo "$rc" >"$work/$2/$name.rc"
             echo "$secs" >"$work/$2/$name.secs"
