@@ -102,7 +102,7 @@ typedef struct plan_walk {
     clcnn_model *m;
     const clcnn_layer_desc *descs;
     clcnn_params *pl;
-    int *node_of; /* per entry: the node that makes its value */
+    int *node_of;                       /* per entry: the node that makes its value */
     char (*paths)[CLCNN_SPEC_PATH_MAX]; /* per entry: its module path */
 } plan_walk;
 
@@ -136,7 +136,8 @@ static clcnn_status add_node(plan_walk *w, int i, const char *path, const int *v
 static clcnn_status add_res(plan_walk *w, int i, const char *path) {
     const clcnn_layer_desc *d = &w->descs[i];
     int vals[2] = {d->shortcut ? d->in[2] : d->in[0], d->in[1]};
-    clcnn_shape a = node_shape(w, value_node(w, vals[0])), b = node_shape(w, value_node(w, vals[1]));
+    clcnn_shape a = node_shape(w, value_node(w, vals[0])),
+                b = node_shape(w, value_node(w, vals[1]));
     if (memcmp(&a, &b, sizeof a) != 0) {
         char ta[48], tb[48];
         if (d->shortcut)
@@ -148,7 +149,8 @@ static clcnn_status add_res(plan_walk *w, int i, const char *path) {
         return clcnn_fail(&w->m->err, CLCNN_ERR_SHAPE,
                           "residual block at layer %d (res, column %d): its body turns %s into "
                           "%s; the output must have the input's shape",
-                          i, d->pos, clcnn_shape_text(ta, sizeof ta, &a), clcnn_shape_text(tb, sizeof tb, &b));
+                          i, d->pos, clcnn_shape_text(ta, sizeof ta, &a),
+                          clcnn_shape_text(tb, sizeof tb, &b));
     }
     return add_node(w, i, path, vals, 2);
 }

@@ -41,24 +41,23 @@ static const spec_preset presets[] = {
      * size), adaptive average pooling and fc, with torchvision's state_dict names. Its initial
      * weights are PyTorch's layer defaults, not torchvision's (Kaiming normal for the
      * convolutions): --init takes torchvision's. */
-    {"resnet18",
-     "conv1=conv(64,7,stride=2,pad=3,bias=0) bn1=bn relu maxpool(3,stride=2,pad=1) "
-     "layer1.0=res(conv1=conv(64,3,pad=1,bias=0) bn1=bn relu "
-     "conv2=conv(64,3,pad=1,bias=0) bn2=bn) relu "
-     "layer1.1=res(conv1=conv(64,3,pad=1,bias=0) bn1=bn relu "
-     "conv2=conv(64,3,pad=1,bias=0) bn2=bn) relu "
-     "layer2.0=res(conv1=conv(128,3,stride=2,pad=1,bias=0) bn1=bn relu "
-     "conv2=conv(128,3,pad=1,bias=0) bn2=bn | downsample.0=conv(128,1,stride=2,bias=0) "
-     "downsample.1=bn) relu layer2.1=res(conv1=conv(128,3,pad=1,bias=0) bn1=bn relu "
-     "conv2=conv(128,3,pad=1,bias=0) bn2=bn) relu "
-     "layer3.0=res(conv1=conv(256,3,stride=2,pad=1,bias=0) bn1=bn relu "
-     "conv2=conv(256,3,pad=1,bias=0) bn2=bn | downsample.0=conv(256,1,stride=2,bias=0) "
-     "downsample.1=bn) relu layer3.1=res(conv1=conv(256,3,pad=1,bias=0) bn1=bn relu "
-     "conv2=conv(256,3,pad=1,bias=0) bn2=bn) relu "
-     "layer4.0=res(conv1=conv(512,3,stride=2,pad=1,bias=0) bn1=bn relu "
-     "conv2=conv(512,3,pad=1,bias=0) bn2=bn | downsample.0=conv(512,1,stride=2,bias=0) "
-     "downsample.1=bn) relu layer4.1=res(conv1=conv(512,3,pad=1,bias=0) bn1=bn relu "
-     "conv2=conv(512,3,pad=1,bias=0) bn2=bn) relu globalavgpool flatten fc=linear(10)"},
+    {"resnet18", "conv1=conv(64,7,stride=2,pad=3,bias=0) bn1=bn relu maxpool(3,stride=2,pad=1) "
+                 "layer1.0=res(conv1=conv(64,3,pad=1,bias=0) bn1=bn relu "
+                 "conv2=conv(64,3,pad=1,bias=0) bn2=bn) relu "
+                 "layer1.1=res(conv1=conv(64,3,pad=1,bias=0) bn1=bn relu "
+                 "conv2=conv(64,3,pad=1,bias=0) bn2=bn) relu "
+                 "layer2.0=res(conv1=conv(128,3,stride=2,pad=1,bias=0) bn1=bn relu "
+                 "conv2=conv(128,3,pad=1,bias=0) bn2=bn | downsample.0=conv(128,1,stride=2,bias=0) "
+                 "downsample.1=bn) relu layer2.1=res(conv1=conv(128,3,pad=1,bias=0) bn1=bn relu "
+                 "conv2=conv(128,3,pad=1,bias=0) bn2=bn) relu "
+                 "layer3.0=res(conv1=conv(256,3,stride=2,pad=1,bias=0) bn1=bn relu "
+                 "conv2=conv(256,3,pad=1,bias=0) bn2=bn | downsample.0=conv(256,1,stride=2,bias=0) "
+                 "downsample.1=bn) relu layer3.1=res(conv1=conv(256,3,pad=1,bias=0) bn1=bn relu "
+                 "conv2=conv(256,3,pad=1,bias=0) bn2=bn) relu "
+                 "layer4.0=res(conv1=conv(512,3,stride=2,pad=1,bias=0) bn1=bn relu "
+                 "conv2=conv(512,3,pad=1,bias=0) bn2=bn | downsample.0=conv(512,1,stride=2,bias=0) "
+                 "downsample.1=bn) relu layer4.1=res(conv1=conv(512,3,pad=1,bias=0) bn1=bn relu "
+                 "conv2=conv(512,3,pad=1,bias=0) bn2=bn) relu globalavgpool flatten fc=linear(10)"},
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
@@ -576,7 +575,8 @@ static clcnn_status parse_ref(parser *p, int *v) {
     if (st) return st;
     p->i = end;
     if ((*v = find_label(p, p->s + at, end - at)) == -2)
-        return clcnn_spec_fail(p, at, "no value is labelled %s here (x: LAYER labels that "
+        return clcnn_spec_fail(p, at,
+                               "no value is labelled %s here (x: LAYER labels that "
                                "layer's output, before @x reads it)",
                                quote_token(tok, p->s + at, end - at));
     return CLCNN_SUCCESS;
@@ -702,8 +702,8 @@ static clcnn_status parse_layer(parser *p, clcnn_layer_desc *d) {
     skip_ws(p);
     if (ls->max_in) {
         if (cur(p) != '(')
-            return clcnn_spec_fail(p, start, "%s needs the values it reads, as in %s(@x)",
-                                   ls->name, ls->name);
+            return clcnn_spec_fail(p, start, "%s needs the values it reads, as in %s(@x)", ls->name,
+                                   ls->name);
         if ((st = parse_refs(p, ls, start, d))) return st;
     } else if (cur(p) == '(') {
         st = parse_args(p, ls, &a);
@@ -802,8 +802,7 @@ static clcnn_status parse_item(parser *p, item_kind *kind, size_t *label_at) {
  * NO_GROUP), or up to the ')' that closes the group whose '(' is at offset open or, where bar
  * is 1, the '|' before a residual block's shortcut (*how says which); `empty` is the message
  * for a group with no layer in it. */
-static clcnn_status parse_list(parser *p, size_t open, const char *empty, int bar,
-                               list_end *how) {
+static clcnn_status parse_list(parser *p, size_t open, const char *empty, int bar, list_end *how) {
     char tok[TOKEN_MAX + 8];
     int items = 0, sep = 0, comma = 0, ref = 0, label = 0, first = p->n;
     size_t comma_at = 0, ref_at = 0, label_at = 0;
@@ -829,7 +828,8 @@ static clcnn_status parse_list(parser *p, size_t open, const char *empty, int ba
                            ? clcnn_spec_fail(p, 0, "empty spec, expected at least one layer")
                            : clcnn_spec_fail(p, open, "%s", empty);
             if (label)
-                return clcnn_spec_fail(p, label_at, "a label names the layer after it: none "
+                return clcnn_spec_fail(p, label_at,
+                                       "a label names the layer after it: none "
                                        "follows");
             if (ref)
                 return clcnn_spec_fail(p, ref_at, "a layer must follow a value reference (@x)");
@@ -851,7 +851,8 @@ static clcnn_status parse_list(parser *p, size_t open, const char *empty, int ba
                                    quote_token(tok, p->s + label_at, len));
         }
         if (kind == ITEM_REF && label)
-            return clcnn_spec_fail(p, label_at, "a label names the layer after it, not a "
+            return clcnn_spec_fail(p, label_at,
+                                   "a label names the layer after it, not a "
                                    "reference: write @x first");
         if (kind == ITEM_LABEL) label = 1, label_at = def_at;
         if (kind == ITEM_REF) ref = 1, ref_at = at;
@@ -1157,8 +1158,9 @@ size_t clcnn_spec_json(const clcnn_layer_desc *layers, int n, char *buf, size_t 
      * backslashes cannot occur in it */
     size_t len = clcnn_spec_format(layers, n, NULL, 0);
     char *text = malloc(len + 1);
-    if (!text) return free(paths), clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory"),
-                      (size_t)-1;
+    if (!text)
+        return free(paths), clcnn_fail(e, CLCNN_ERR_OUT_OF_HOST_MEMORY, "out of memory"),
+               (size_t)-1;
     clcnn_spec_format(layers, n, text, len + 1);
     clcnn_spec_append(&b, "{\"spec\": \"%s\", \"layers\": [", text);
     free(text);
@@ -1190,7 +1192,8 @@ clcnn_status clcnn_spec_graph_json(const char *spec, char *json, size_t size, si
     size_t len = (size_t)-1;
     if (needed) *needed = 0;
     if (json && size) json[0] = '\0';
-    if (!json && size) clcnn_fail(&e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_spec_graph_json: NULL");
+    if (!json && size)
+        clcnn_fail(&e, CLCNN_ERR_INVALID_ARGUMENT, "clcnn_spec_graph_json: NULL");
     else if (clcnn_spec_parse(spec, &l, &n, &e) == CLCNN_SUCCESS)
         len = clcnn_spec_json(l, n, json, size, &e);
     free(l);

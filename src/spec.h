@@ -86,7 +86,8 @@ clcnn_status clcnn_spec_paths(const clcnn_layer_desc *layers, int n,
 size_t clcnn_spec_json(const clcnn_layer_desc *layers, int n, char *buf, size_t size,
                        clcnn_error *e);
 
-/* The text of a preset ("seed", "seed-relu", "resnet", "resnet18"; case-insensitive, exact), or NULL. */
+/* The text of a preset ("seed", "seed-relu", "resnet", "resnet18"; case-insensitive, exact), or
+ * NULL. */
 const char *clcnn_spec_preset(const char *name);
 
 /* Canonical text of a layer list, which parses back to the same list (except pos), e.g.

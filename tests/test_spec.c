@@ -227,8 +227,8 @@ static void expect_inputs(int line, const char *spec, int i, int n, ...) {
         ok = l[i].in[k] == va_arg(ap, int);
     va_end(ap);
     if (!ok) {
-        fprintf(stderr, "%s:%d: \"%s\" entry %d does not read the values expected (%s)\n",
-                __FILE__, line, spec, i, e.msg);
+        fprintf(stderr, "%s:%d: \"%s\" entry %d does not read the values expected (%s)\n", __FILE__,
+                line, spec, i, e.msg);
         if (l && i < nl)
             for (int k = 0; k < l[i].n_in; k++)
                 fprintf(stderr, "    in[%d] = %d\n", k, l[i].in[k]);
@@ -269,10 +269,15 @@ static void test_graph(void) {
     INPUTS("2*(x: relu conv(8,3) add(@x)) relu", 6, 1, 5);
     /* module names */
     EXPECT("layer1.0.conv1=conv(8,3) fc=linear(10)",
-           {.kind = CLCNN_LAYER_CONV2D, .out = 8, .kernel = 3, .stride = 1, .bias = 1, .n_in = 1,
-            .in = {-1}, .name = "layer1.0.conv1"},
-           {.kind = CLCNN_LAYER_LINEAR, .out = 10, .bias = 1, .n_in = 1, .in = {0},
-            .name = "fc"});
+           {.kind = CLCNN_LAYER_CONV2D,
+            .out = 8,
+            .kernel = 3,
+            .stride = 1,
+            .bias = 1,
+            .n_in = 1,
+            .in = {-1},
+            .name = "layer1.0.conv1"},
+           {.kind = CLCNN_LAYER_LINEAR, .out = 10, .bias = 1, .n_in = 1, .in = {0}, .name = "fc"});
     ROUND_TRIP("x: conv(8,3) relu add(@x)", "x: conv(8,3,stride=1,pad=0) relu add(@x)");
     ROUND_TRIP("x: conv(8,3) y: relu cat(@x, @y)",
                "x: conv(8,3,stride=1,pad=0) y: relu cat(@x,@y)");
@@ -606,9 +611,11 @@ static void test_fuzz(void) {
     static const char *seeds[] = {"seed-relu",
                                   "3*(conv(32,5,pad=2) relu maxpool(2)) flatten fc(10)",
                                   "2*(relu 3*(flatten)) conv(8,3,stride=2,padding=1,bias=0)",
-                                  "4*(64*(relu))", "maxpool(3,2,1), linear(65536,bias=1)",
+                                  "4*(64*(relu))",
+                                  "maxpool(3,2,1), linear(65536,bias=1)",
                                   "x: a=conv(8,3) y: relu @x cat(@y, @x) 2*(z: relu add(@z))",
-                                  "s: res(conv(8,1) | b.c=bn) x: relu mul(@s)", "resnet18"};
+                                  "s: res(conv(8,1) | b.c=bn) x: relu mul(@s)",
+                                  "resnet18"};
     static const char alphabet[] = "0123456789(),*= \t=conv relu maxpool linear flatten pad "
                                    "stride bias padding fc mp x-\n\xff@:|.x: @x add cat mul res";
     char spec[2048];

@@ -141,8 +141,8 @@ typedef struct clcnn_node {
     char path[CLCNN_PARAM_NAME_MAX];
     clcnn_shape x, y;                 /* per-sample input (of in[0]) and output */
     clcnn_shape xs[CLCNN_MAX_INPUTS]; /* per-sample input of each in[] (xs[0] is x) */
-    int param0, n_params;   /* its parameters: params[param0 .. param0 + n_params) */
-    int need_gx;            /* whether some node before it has parameters */
+    int param0, n_params;             /* its parameters: params[param0 .. param0 + n_params) */
+    int need_gx;                      /* whether some node before it has parameters */
     const clcnn_algo *algo[CLCNN_PASS_COUNT]; /* the row each pass takes; NULL: it does not run */
     /* The padded hand-off (plan.c): pad_to is the node whose kept padded input (keep_pad) this
      * node's forward writes as well as its output (-1: none), pad_only that it writes only
