@@ -61,33 +61,6 @@ static const spec_preset presets[] = {
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
-/* Name and range of each clcnn_spec_slot: integers in min..max, or real numbers (real = 1)
- * checked by check_real. */
-typedef struct slot_info {
-    const char *name;
-    int min, max;
-    int real;
-} slot_info;
-
-static const slot_info slots[CLCNN_SLOT_COUNT] = {
-    {"out", 1, 65536, 0}, {"kernel", 1, 64, 0}, {"stride", 1, 64, 0},
-    {"pad", 0, 64, 0},    {"bias", 0, 1, 0},    {"p", 0, 0, 1},
-    {"factor", 0, 0, 1},  {"eps", 0, 0, 1},     {"momentum", 0, 0, 1},
-};
-
-/* The keywords, each the name of a slot or an alias of one. */
-typedef struct spec_keyword {
-    const char *name;
-    clcnn_spec_slot slot;
-} spec_keyword;
-
-static const spec_keyword keywords[] = {
-    {"stride", CLCNN_SLOT_STRIDE},     {"pad", CLCNN_SLOT_PAD}, {"padding", CLCNN_SLOT_PAD},
-    {"bias", CLCNN_SLOT_BIAS},         {"p", CLCNN_SLOT_P},     {"eps", CLCNN_SLOT_EPS},
-    {"momentum", CLCNN_SLOT_MOMENTUM},
-};
-#define N_KEYWORDS ((int)(sizeof keywords / sizeof keywords[0]))
-
 /* Indexed by clcnn_layer_kind: one entry per line of src/layers/registry.h. */
 static const clcnn_layer_syntax *const syntaxes[CLCNN_LAYER_COUNT] = {
 #define SYNTAX_ENTRY(UPPER, lower, kernels) &clcnn_##lower##_syntax,
@@ -265,18 +238,25 @@ static clcnn_status read_int(const parser *p, const char *what, int min, int max
     return CLCNN_SUCCESS;
 }
 
-/* The range rule of a real-number slot; NULL when v satisfies it, else what it must be. */
-static const char *check_real(clcnn_spec_slot slot, double v) {
+/* The range rule of a real-number argument; NULL when v satisfies it, else what it must be,
+ * into buf. */
+static const char *check_real(const clcnn_arg_def *ad, double v, char *buf, size_t size) {
+    int lo = ad->min > -DBL_MAX, hi = ad->max < DBL_MAX;
     if (!isfinite(v)) return "a finite number";
-    switch (slot) {
-    case CLCNN_SLOT_P: /* fall through */
-    case CLCNN_SLOT_MOMENTUM: return v >= 0.0 && v <= 1.0 ? NULL : "in [0, 1]";
-    case CLCNN_SLOT_EPS: return v > 0.0 ? NULL : "greater than 0";
-    default: return NULL;
-    }
+    if ((ad->flags & CLCNN_ARGF_ABOVE_MIN) && !(v > ad->min))
+        snprintf(buf, size, "greater than %g", ad->min);
+    else if (v >= ad->min && v <= ad->max)
+        return NULL;
+    else if (lo && hi)
+        snprintf(buf, size, "in [%g, %g]", ad->min, ad->max);
+    else if (lo)
+        snprintf(buf, size, "at least %g", ad->min);
+    else
+        snprintf(buf, size, "at most %g", ad->max);
+    return buf;
 }
 
-/* The float rule every real-number slot shares: the layers hand their arguments to the kernels
+/* The float rule every real-number argument shares: the layers hand their arguments to the kernels
  * as floats, so a value must survive the conversion: it must not round to infinity (a
  * magnitude of FLT_MAX + 2^103, half a unit past FLT_MAX, or more) and a non-zero value must
  * not round below FLT_MIN, the smallest normal float (to 0 or a subnormal, which some devices
@@ -295,15 +275,15 @@ static const char *check_float(double v, char *buf, size_t size) {
 }
 
 /* Reads the decimal number s[at..at+len) ("0.1", "1e-5", "-2", ".5", however many digits) into
- * *out and checks it against the slot's rule and the float rule; layer names the layer in the
+ * *out and checks it against the argument's rule and the float rule; layer names the layer in the
  * float rule's message. strtod reads the text in place: the token is only digits, signs, '.',
  * 'e' and 'E', so strtod's other spellings (hexadecimal, "inf", "nan") are refused, and it is
  * followed by a delimiter or the text's terminating NUL, which cannot continue a number, so
  * strtod stops within the token whatever its length. */
-static clcnn_status read_real(const parser *p, const char *layer, clcnn_spec_slot slot, size_t at,
-                              size_t len, double *out) {
+static clcnn_status read_real(const parser *p, const char *layer, const clcnn_arg_def *ad,
+                              size_t at, size_t len, double *out) {
     char tok[TOKEN_MAX + 8], why[160], *end = NULL;
-    const char *name = slots[slot].name, *rule, *s = p->s + at;
+    const char *name = ad->name, *rule, *s = p->s + at;
     int ok = len > 0;
     for (size_t k = 0; ok && k < len; k++) {
         char c = s[k];
@@ -317,7 +297,7 @@ static clcnn_status read_real(const parser *p, const char *layer, clcnn_spec_slo
     if (!ok)
         return clcnn_spec_fail(p, at, "%s expects a number, got %s", name,
                                len ? quote_token(tok, s, len) : describe(p, at, tok));
-    if ((rule = check_real(slot, v)))
+    if ((rule = check_real(ad, v, why, sizeof why)))
         return clcnn_spec_fail(p, at, "%s must be %s, got %s", name, rule,
                                quote_token(tok, s, len));
     if ((rule = check_float(v, why, sizeof why)))
@@ -346,12 +326,28 @@ static void list_add(clcnn_spec_buf *b, const char *word) {
     clcnn_spec_append(b, "%s%s", b->len > 0 ? ", " : "", word);
 }
 
+/* The index in ls->args of positional argument k (0-based); -1 when there is none. */
+static int positional(const clcnn_layer_syntax *ls, int k) {
+    for (int a = 0; a < ls->n_args; a++)
+        if ((ls->args[a].flags & CLCNN_ARGF_POS) && k-- == 0) return a;
+    return -1;
+}
+
+/* How many positional arguments ls takes (flag CLCNN_ARGF_POS), or must be given
+ * (CLCNN_ARGF_REQ); whether it takes any by keyword (CLCNN_ARGF_KW). */
+static int count_args(const clcnn_layer_syntax *ls, unsigned flag) {
+    int n = 0;
+    for (int a = 0; a < ls->n_args; a++)
+        n += (ls->args[a].flags & flag) != 0;
+    return n;
+}
+
 /* The names of the first n positional arguments of ls, "out, kernel", into buf (LIST_MAX). */
 static const char *positional_names(char *buf, const clcnn_layer_syntax *ls, int n) {
     clcnn_spec_buf b = {buf, LIST_MAX, 0};
     buf[0] = '\0';
     for (int k = 0; k < n; k++)
-        list_add(&b, slots[ls->pos[k]].name);
+        list_add(&b, ls->args[positional(ls, k)].name);
     return buf;
 }
 
@@ -359,70 +355,77 @@ static const char *positional_names(char *buf, const clcnn_layer_syntax *ls, int
 static const char *keyword_names(char *buf, const clcnn_layer_syntax *ls) {
     clcnn_spec_buf b = {buf, LIST_MAX, 0};
     buf[0] = '\0';
-    for (int k = 0; k < N_KEYWORDS; k++)
-        if (ls->kw & CLCNN_SLOT_BIT(keywords[k].slot)) list_add(&b, keywords[k].name);
+    for (int a = 0; a < ls->n_args; a++) {
+        if (!(ls->args[a].flags & CLCNN_ARGF_KW)) continue;
+        list_add(&b, ls->args[a].name);
+        if (ls->args[a].alias) list_add(&b, ls->args[a].alias);
+    }
     return buf;
 }
 
-static int find_keyword(const char *s, size_t len) {
-    for (int k = 0; k < N_KEYWORDS; k++)
-        if (word_is(s, len, keywords[k].name)) return (int)keywords[k].slot;
+/* The index in ls->args of the keyword s[0..len), ignoring ASCII case; -1 for none. */
+static int find_keyword(const clcnn_layer_syntax *ls, const char *s, size_t len) {
+    for (int a = 0; a < ls->n_args; a++) {
+        const clcnn_arg_def *ad = &ls->args[a];
+        if ((ad->flags & CLCNN_ARGF_KW) &&
+            (word_is(s, len, ad->name) || (ad->alias && word_is(s, len, ad->alias))))
+            return a;
+    }
     return -1;
 }
 
-/* One argument, the cursor on its first byte: "INT" or "KEY = INT". */
+/* One argument, the cursor on its first byte: "VALUE" or "KEY = VALUE", into d->arg. */
 static clcnn_status parse_arg(parser *p, const clcnn_layer_syntax *ls, clcnn_layer_args *a,
-                              int *seen_kw) {
+                              clcnn_layer_desc *d, int *seen_kw) {
     char tok[TOKEN_MAX + 8], list[LIST_MAX];
     size_t at = p->i, end = word_end(p, at);
-    int slot;
+    int k, npos = count_args(ls, CLCNN_ARGF_POS);
     p->i = end;
     skip_ws(p);
     if (cur(p) == '=') {
         if (end == at) return clcnn_spec_fail(p, p->i, "expected a keyword name before '='");
-        slot = find_keyword(p->s + at, end - at);
-        if (ls->kw == 0)
+        if (!count_args(ls, CLCNN_ARGF_KW))
             return clcnn_spec_fail(p, at, "%s takes no keyword arguments, got %s", ls->name,
                                    quote_token(tok, p->s + at, end - at));
-        if (slot < 0 || !(ls->kw & CLCNN_SLOT_BIT(slot)))
+        if ((k = find_keyword(ls, p->s + at, end - at)) < 0)
             return clcnn_spec_fail(p, at, "%s has no keyword %s (it takes %s)", ls->name,
                                    quote_token(tok, p->s + at, end - at), keyword_names(list, ls));
-        if (a->how[slot] == CLCNN_ARG_KW)
-            return clcnn_spec_fail(p, at, "%s given twice", slots[slot].name);
-        if (a->how[slot] == CLCNN_ARG_POS)
+        if (a->how[k] == CLCNN_ARG_KW)
+            return clcnn_spec_fail(p, at, "%s given twice", ls->args[k].name);
+        if (a->how[k] == CLCNN_ARG_POS)
             return clcnn_spec_fail(p, at, "%s given both positionally and by keyword",
-                                   slots[slot].name);
+                                   ls->args[k].name);
         p->i++;
         skip_ws(p);
         at = p->i;
         end = word_end(p, at);
         p->i = end;
         *seen_kw = 1;
-        a->how[slot] = CLCNN_ARG_KW;
+        a->how[k] = CLCNN_ARG_KW;
     } else {
         if (end == at)
             return clcnn_spec_fail(p, at, "expected an argument, got %s", describe(p, at, tok));
         if (*seen_kw) return clcnn_spec_fail(p, at, "positional argument after keyword arguments");
-        if (ls->npos == 0)
+        if (npos == 0)
             return clcnn_spec_fail(p, at,
                                    "%s takes no positional arguments (it takes %s by keyword)",
                                    ls->name, keyword_names(list, ls));
-        if (a->npos >= ls->npos)
+        if (a->npos >= npos)
             return clcnn_spec_fail(p, at, "%s takes at most %d positional argument%s (%s)",
-                                   ls->name, ls->npos, ls->npos == 1 ? "" : "s",
-                                   positional_names(list, ls, ls->npos));
-        slot = ls->pos[a->npos++];
-        a->how[slot] = CLCNN_ARG_POS;
+                                   ls->name, npos, npos == 1 ? "" : "s",
+                                   positional_names(list, ls, npos));
+        k = positional(ls, a->npos++);
+        a->how[k] = CLCNN_ARG_POS;
     }
-    a->col[slot] = at;
-    if (slots[slot].real)
-        return read_real(p, ls->name, (clcnn_spec_slot)slot, at, end - at, &a->real[slot]);
-    return read_int(p, slots[slot].name, slots[slot].min, slots[slot].max, at, end - at,
-                    &a->val[slot]);
+    const clcnn_arg_def *ad = &ls->args[k];
+    a->col[k] = at;
+    if (ad->real) return read_real(p, ls->name, ad, at, end - at, &d->arg[k].r);
+    return read_int(p, ad->name, (int)ad->min, (int)ad->max, at, end - at, &d->arg[k].i);
 }
 
 /* "( [arg {, arg}] )", the cursor on '('. */
-static clcnn_status parse_args(parser *p, const clcnn_layer_syntax *ls, clcnn_layer_args *a) {
+static clcnn_status parse_args(parser *p, const clcnn_layer_syntax *ls, clcnn_layer_args *a,
+                               clcnn_layer_desc *d) {
     char tok[TOKEN_MAX + 8];
     size_t open = p->i++;
     int seen_kw = 0;
@@ -432,11 +435,10 @@ static clcnn_status parse_args(parser *p, const clcnn_layer_syntax *ls, clcnn_la
         p->i++;
         return CLCNN_SUCCESS;
     }
-    if (ls->npos == 0 && ls->kw == 0)
-        return clcnn_spec_fail(p, p->i, "%s takes no arguments", ls->name);
+    if (ls->n_args == 0) return clcnn_spec_fail(p, p->i, "%s takes no arguments", ls->name);
     for (;;) {
         skip_ws(p);
-        st = parse_arg(p, ls, a, &seen_kw);
+        st = parse_arg(p, ls, a, d, &seen_kw);
         if (st != CLCNN_SUCCESS) return st;
         skip_ws(p);
         if (p->i >= p->len)
@@ -695,6 +697,12 @@ static clcnn_status parse_layer(parser *p, clcnn_layer_desc *d) {
     d->kind = (clcnn_layer_kind)kind;
     d->pos = (int)start + 1;
     d->n_in = 1, d->in[0] = p->cur;
+    for (int k = 0; k < ls->n_args; k++) {
+        if (ls->args[k].real)
+            d->arg[k].r = ls->args[k].def;
+        else
+            d->arg[k].i = (int)ls->args[k].def;
+    }
     if (ls->group) {
         if ((st = append(p, d, start))) return st;
         return parse_group(p, ls, start, p->n - 1);
@@ -706,16 +714,16 @@ static clcnn_status parse_layer(parser *p, clcnn_layer_desc *d) {
                                    ls->name);
         if ((st = parse_refs(p, ls, start, d))) return st;
     } else if (cur(p) == '(') {
-        st = parse_args(p, ls, &a);
+        st = parse_args(p, ls, &a, d);
         if (st != CLCNN_SUCCESS) return st;
     } else {
         p->i = end; /* the whitespace separates this layer from the next: leave it */
     }
-    if (a.npos < ls->nreq)
+    int nreq = count_args(ls, CLCNN_ARGF_REQ), npos = count_args(ls, CLCNN_ARGF_POS);
+    if (a.npos < nreq)
         return clcnn_spec_fail(p, start, "%s needs %s%d positional argument%s (%s), got %d",
-                               ls->name, ls->npos > ls->nreq ? "at least " : "", ls->nreq,
-                               ls->nreq == 1 ? "" : "s", positional_names(list, ls, ls->nreq),
-                               a.npos);
+                               ls->name, npos > nreq ? "at least " : "", nreq, nreq == 1 ? "" : "s",
+                               positional_names(list, ls, nreq), a.npos);
     if (ls->finish) {
         st = ls->finish(p, &a, d);
         if (st != CLCNN_SUCCESS) return st;
@@ -982,6 +990,27 @@ static void format_from(format_walk *f, int v) {
 
 static void format_list(format_walk *f, int from, int count);
 
+static void append_arg(const clcnn_layer_desc *d, const clcnn_layer_syntax *ls, int k,
+                       clcnn_spec_buf *b);
+
+/* "NAME" or "NAME(args)" by the rule of clcnn_arg_def: required and SHOW_POS arguments
+ * positionally, SHOW_KW ones and those that differ from their defaults by keyword. */
+static void format_args(const clcnn_layer_desc *d, const clcnn_layer_syntax *ls,
+                        clcnn_spec_buf *b) {
+    int n = 0;
+    clcnn_spec_append(b, "%s", ls->name);
+    for (int k = 0; k < ls->n_args; k++) {
+        const clcnn_arg_def *ad = &ls->args[k];
+        int pos = (ad->flags & (CLCNN_ARGF_REQ | CLCNN_ARGF_SHOW_POS)) != 0;
+        int differs = ad->real ? d->arg[k].r != ad->def : d->arg[k].i != (int)ad->def;
+        if (!pos && !(ad->flags & CLCNN_ARGF_SHOW_KW) && !differs) continue;
+        clcnn_spec_append(b, "%s", n++ ? "," : "(");
+        if (!pos) clcnn_spec_append(b, "%s=", ad->name);
+        append_arg(d, ls, k, b);
+    }
+    if (n) clcnn_spec_append(b, ")");
+}
+
 /* The canonical text of entry i, and how many entries it covers (a group's body with it). */
 static int format_entry(format_walk *f, int i) {
     const clcnn_layer_desc *d = &f->l[i];
@@ -1030,7 +1059,7 @@ static int format_entry(format_walk *f, int i) {
     } else if (ls->format) {
         ls->format(d, f->b);
     } else {
-        clcnn_spec_append(f->b, "%s", ls->name);
+        format_args(d, ls, f->b);
     }
     f->cur = i;
     return covers;
@@ -1110,39 +1139,29 @@ clcnn_status clcnn_spec_paths(const clcnn_layer_desc *layers, int n,
     return path_list(layers, 0, n, "", 0, paths, e);
 }
 
-/* The value of d's field for slot: an integer into *iv, or a real (returns 1) into *rv. */
-static int slot_value(const clcnn_layer_desc *d, clcnn_spec_slot slot, int *iv, double *rv) {
-    switch (slot) {
-    case CLCNN_SLOT_OUT: *iv = d->out; return 0;
-    case CLCNN_SLOT_KERNEL: *iv = d->kernel; return 0;
-    case CLCNN_SLOT_STRIDE: *iv = d->stride; return 0;
-    case CLCNN_SLOT_PAD: *iv = d->pad; return 0;
-    case CLCNN_SLOT_BIAS: *iv = d->bias; return 0;
-    case CLCNN_SLOT_P: *rv = d->p; return 1;
-    case CLCNN_SLOT_FACTOR: *rv = d->factor; return 1;
-    case CLCNN_SLOT_EPS: *rv = d->eps; return 1;
-    case CLCNN_SLOT_MOMENTUM: *rv = d->momentum; return 1;
-    default: *iv = 0; return 0;
-    }
+/* Appends argument k of d: an integer, or a real number's shortest text. */
+static void append_arg(const clcnn_layer_desc *d, const clcnn_layer_syntax *ls, int k,
+                       clcnn_spec_buf *b) {
+    if (ls->args[k].real)
+        clcnn_spec_append_real(b, d->arg[k].r);
+    else
+        clcnn_spec_append(b, "%d", d->arg[k].i);
 }
 
-/* "args": every slot the kind takes, positionally or by keyword, with its value. */
+double clcnn_spec_arg(const clcnn_layer_desc *d, const char *name) {
+    const clcnn_layer_syntax *ls = d ? clcnn_layer_syntax_of(d->kind) : NULL;
+    for (int k = 0; ls && name && k < ls->n_args; k++)
+        if (!strcmp(ls->args[k].name, name))
+            return ls->args[k].real ? d->arg[k].r : (double)d->arg[k].i;
+    return NAN;
+}
+
+/* "args": every argument the kind takes, with its value. */
 static void json_args(const clcnn_layer_desc *d, const clcnn_layer_syntax *ls, clcnn_spec_buf *b) {
-    unsigned used = ls->kw;
-    int first = 1;
-    for (int k = 0; k < ls->npos; k++)
-        used |= CLCNN_SLOT_BIT(ls->pos[k]);
     clcnn_spec_append(b, "\"args\": {");
-    for (int slot = 0; slot < CLCNN_SLOT_COUNT; slot++) {
-        int iv = 0;
-        double rv = 0;
-        if (!(used & CLCNN_SLOT_BIT(slot))) continue;
-        clcnn_spec_append(b, "%s\"%s\": ", first ? "" : ", ", slots[slot].name);
-        if (slot_value(d, (clcnn_spec_slot)slot, &iv, &rv))
-            clcnn_spec_append_real(b, rv);
-        else
-            clcnn_spec_append(b, "%d", iv);
-        first = 0;
+    for (int k = 0; k < ls->n_args; k++) {
+        clcnn_spec_append(b, "%s\"%s\": ", k ? ", " : "", ls->args[k].name);
+        append_arg(d, ls, k, b);
     }
     clcnn_spec_append(b, "}");
 }

@@ -38,6 +38,15 @@ typedef enum clcnn_layer_kind {
 enum { CLCNN_LAYER_COUNT = 0 CLCNN_LAYER_LIST(CLCNN_LAYER_ONE_, CLCNN_LAYER_NO_KERNELS_) };
 #undef CLCNN_LAYER_ONE_
 
+/* The most arguments a layer kind takes. */
+#define CLCNN_LAYER_MAX_ARGS 8
+
+/* One argument's value: .i for an integer argument, .r for a real number. */
+typedef union clcnn_arg_value {
+    int i;
+    double r;
+} clcnn_arg_value;
+
 /* One layer as written in the spec. Input sizes (channels, features) are not part of it: they
  * come from the data and the layers before, when the model is built.
  *
@@ -47,15 +56,13 @@ enum { CLCNN_LAYER_COUNT = 0 CLCNN_LAYER_LIST(CLCNN_LAYER_ONE_, CLCNN_LAYER_NO_K
  * A residual block's entry comes before its body (and shortcut) entries, its value is its sum. */
 typedef struct clcnn_layer_desc {
     clcnn_layer_kind kind;
-    int out;                 /* conv: out channels; linear: out features; else 0 */
-    int kernel, stride, pad; /* conv and maxpool; else 0 */
-    int bias;                /* conv and linear: 1 = has bias; else 0 */
-    double eps, momentum;    /* bn */
-    double p;                /* dropout: the probability of zeroing an element */
-    double factor;           /* scale: the constant y = x * factor */
-    int body;                /* res: how many entries after this one are its body */
-    int shortcut;            /* res: how many entries after the body are its shortcut (0: the
-                              * block's input is the shortcut) */
+    /* Its arguments, in the order of its kind's table (clcnn_layer_syntax.args), each with its
+     * default where the text leaves it out: only the layer's own unit reads them by index
+     * (clcnn_spec_arg reads one by name). */
+    clcnn_arg_value arg[CLCNN_LAYER_MAX_ARGS];
+    int body;     /* res: how many entries after this one are its body */
+    int shortcut; /* res: how many entries after the body are its shortcut (0: the block's
+                   * input is the shortcut) */
     /* The values it reads. A layer: in[0]. A residual block: in[0] the block's input, in[1] the
      * body's value and, with a shortcut, in[2] the shortcut's. add, cat, mul: their inputs. */
     int n_in, in[CLCNN_MAX_INPUTS];
@@ -104,46 +111,42 @@ const char *clcnn_layer_kind_name(clcnn_layer_kind k);
 /* ---------------------------------------------------------------------------------------- */
 /* Layer syntax: what each layer kind defines so that the parser and the formatter know it  */
 
-/* Every integer a layer takes lives in one of these slots, whether written positionally or by
- * keyword, so duplicate and range checks are made once for every kind. Names, ranges and
- * keywords (pad= and its alias padding=, ...) are in spec.c. */
-typedef enum clcnn_spec_slot {
-    CLCNN_SLOT_OUT,    /* 1..65536 */
-    CLCNN_SLOT_KERNEL, /* 1..64 */
-    CLCNN_SLOT_STRIDE, /* 1..64 */
-    CLCNN_SLOT_PAD,    /* 0..64 */
-    CLCNN_SLOT_BIAS,   /* 0 or 1 */
-    /* Real numbers (clcnn_layer_args.real): */
-    CLCNN_SLOT_P,        /* a probability, 0..1 (dropout) */
-    CLCNN_SLOT_FACTOR,   /* any finite number (scale) */
-    CLCNN_SLOT_EPS,      /* > 0 (bn) */
-    CLCNN_SLOT_MOMENTUM, /* 0..1 (bn) */
-    CLCNN_SLOT_COUNT
-} clcnn_spec_slot;
+/* How an argument may be written and how the canonical text writes it. */
+enum {
+    CLCNN_ARGF_POS = 1 << 0,       /* may be written positionally (positions in table order) */
+    CLCNN_ARGF_KW = 1 << 1,        /* may be written by keyword, NAME= or ALIAS= */
+    CLCNN_ARGF_REQ = 1 << 2,       /* must be given (positional ones before the optional) */
+    CLCNN_ARGF_ABOVE_MIN = 1 << 3, /* a real number greater than min, not min itself */
+    CLCNN_ARGF_SHOW_KW = 1 << 4,   /* the canonical text writes it always, by keyword */
+    CLCNN_ARGF_SHOW_POS = 1 << 5,  /* the canonical text writes it always, positionally */
+};
 
-#define CLCNN_SLOT_BIT(slot) (1u << (slot))
+/* One argument a layer kind takes, declared in its own unit. The canonical text writes a
+ * required argument positionally, one with a SHOW flag as that says, and any other by keyword
+ * when it differs from its default. */
+typedef struct clcnn_arg_def {
+    const char *name;  /* its keyword, and its name in messages and the JSON ("stride") */
+    const char *alias; /* another keyword for it ("padding"), or NULL */
+    int real;          /* 0: an integer in min..max; 1: a finite real number in [min, max] */
+    double min, max;   /* its range (real numbers: -DBL_MAX and DBL_MAX for none) */
+    double def;        /* its value when not given */
+    unsigned flags;    /* CLCNN_ARGF_* */
+} clcnn_arg_def;
 
-/* How a slot was given. */
+/* How an argument was given. */
 enum { CLCNN_ARG_UNSET, CLCNN_ARG_POS, CLCNN_ARG_KW };
 
-/* The arguments of one layer as read, range-checked, before defaults apply. */
+/* How each argument of one layer was given, for a kind's finish: CLCNN_ARG_* and the offset of
+ * its value in the text (for clcnn_spec_fail), by the index in its table. */
 typedef struct clcnn_layer_args {
-    int val[CLCNN_SLOT_COUNT];     /* integer slots; 0 when unset */
-    double real[CLCNN_SLOT_COUNT]; /* real-number slots; 0 when unset */
-    int how[CLCNN_SLOT_COUNT];     /* CLCNN_ARG_* */
-    size_t col[CLCNN_SLOT_COUNT];  /* offset of the value in the text, for clcnn_spec_fail */
-    int npos;                      /* positional arguments given */
+    int how[CLCNN_LAYER_MAX_ARGS];
+    size_t col[CLCNN_LAYER_MAX_ARGS];
+    int npos; /* positional arguments given */
 } clcnn_layer_args;
 
-/* The value of a slot, or def when it was not given. */
-static inline int clcnn_layer_arg(const clcnn_layer_args *a, clcnn_spec_slot slot, int def) {
-    return a->how[slot] != CLCNN_ARG_UNSET ? a->val[slot] : def;
-}
-
-/* The value of a real-number slot, or def when it was not given. */
-static inline double clcnn_layer_real(const clcnn_layer_args *a, clcnn_spec_slot slot, double def) {
-    return a->how[slot] != CLCNN_ARG_UNSET ? a->real[slot] : def;
-}
+/* The value of d's argument called name as a double (an integer converted), or NAN when its
+ * kind has no such argument. For code outside the layer's unit: tests, messages. */
+double clcnn_spec_arg(const clcnn_layer_desc *d, const char *name);
 
 typedef struct clcnn_spec_parser clcnn_spec_parser; /* one parse in progress */
 typedef struct clcnn_spec_buf clcnn_spec_buf;       /* the text clcnn_spec_format builds */
@@ -173,17 +176,16 @@ void clcnn_spec_append(clcnn_spec_buf *b, const char *fmt, ...)
 typedef struct clcnn_layer_syntax {
     const char *name; /* canonical: what clcnn_spec_format writes and messages say */
     const char *aliases[CLCNN_LAYER_MAX_ALIASES]; /* other names it accepts; unused entries NULL */
-    const char *torch_name;                /* PyTorch class name, for clcnn_layer_kind_name */
-    clcnn_spec_slot pos[CLCNN_SLOT_COUNT]; /* slot of each positional argument, in order */
-    int npos, nreq; /* positional arguments accepted, and how many of them are required */
-    unsigned kw;    /* CLCNN_SLOT_BIT(slot) for each slot that may also be given by keyword; the
-                     * messages list the slot names and keywords from these fields */
-    /* Fills d's fields from a, with the kind's defaults, and checks what the slot ranges do not
-     * (a failure goes through clcnn_spec_fail). d arrives zeroed, with kind and pos set. NULL: the
-     * layer has no fields. */
+    const char *torch_name;    /* PyTorch class name, for clcnn_layer_kind_name */
+    const clcnn_arg_def *args; /* its arguments (the messages list them from here) */
+    int n_args;                /* how many (at most CLCNN_LAYER_MAX_ARGS) */
+    /* Checks what the ranges of single arguments do not, and sets defaults that depend on other
+     * arguments (a failure goes through clcnn_spec_fail). d arrives with kind, pos and its
+     * arguments set, those not given to their defaults; a says how each was given. NULL:
+     * nothing more to check. */
     clcnn_status (*finish)(const clcnn_spec_parser *p, const clcnn_layer_args *a,
                            clcnn_layer_desc *d);
-    /* Appends d's canonical text, which parses back to d. NULL: the name alone. */
+    /* Appends d's canonical text, which parses back to d. NULL: the rule of clcnn_arg_def. */
     void (*format)(const clcnn_layer_desc *d, clcnn_spec_buf *b);
     /* 1: the layer takes a group of layers in its parentheses, "res( layers )", instead of
      * arguments; its body entries follow it in the list (clcnn_layer_desc.body). */
@@ -192,6 +194,9 @@ typedef struct clcnn_layer_syntax {
      * the current value included (0: the layer reads the current value alone). */
     int min_in, max_in;
 } clcnn_layer_syntax;
+
+/* A syntax's args and n_args from a table: `CLCNN_SPEC_ARGS(conv_args),`. */
+#define CLCNN_SPEC_ARGS(table) .args = (table), .n_args = (int)(sizeof(table) / sizeof((table)[0]))
 
 #define CLCNN_LAYER_SYNTAX_(UPPER, lower, kernels)                                                 \
     extern const clcnn_layer_syntax clcnn_##lower##_syntax;

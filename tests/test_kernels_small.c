@@ -149,6 +149,11 @@ static void compare_scalar(oracle *o, int kind, const char *what, double got, do
                want, err, tol);
 }
 
+/* An integer argument of layer L, by name. */
+static int ia(const clcnn_layer_desc *L, const char *name) {
+    return (int)clcnn_spec_arg(L, name);
+}
+
 /* Builds the reference for model m: its layers (from the canonical spec), shapes, and the
  * parameter tensors matched to their layers by their PyTorch names ("3.weight"). */
 static int ref_init(ref_model *r, oracle *o, clcnn_model *m, int c, int h, int w) {
@@ -164,11 +169,11 @@ static int ref_init(ref_model *r, oracle *o, clcnn_model *m, int c, int h, int w
         int oc = r->c[l], oh = r->h[l], ow = r->w[l];
         r->wi[l] = r->bi[l] = -1;
         if (L->kind == CLCNN_LAYER_CONV2D || L->kind == CLCNN_LAYER_MAXPOOL2D) {
-            oc = L->kind == CLCNN_LAYER_CONV2D ? L->out : oc;
-            oh = (oh + 2 * L->pad - L->kernel) / L->stride + 1;
-            ow = (ow + 2 * L->pad - L->kernel) / L->stride + 1;
+            oc = L->kind == CLCNN_LAYER_CONV2D ? ia(L, "out") : oc;
+            oh = (oh + 2 * ia(L, "pad") - ia(L, "kernel")) / ia(L, "stride") + 1;
+            ow = (ow + 2 * ia(L, "pad") - ia(L, "kernel")) / ia(L, "stride") + 1;
         } else if (L->kind == CLCNN_LAYER_FLATTEN || L->kind == CLCNN_LAYER_LINEAR) {
-            oc = L->kind == CLCNN_LAYER_LINEAR ? L->out : oc * oh * ow;
+            oc = L->kind == CLCNN_LAYER_LINEAR ? ia(L, "out") : oc * oh * ow;
             oh = ow = 1;
         }
         r->c[l + 1] = oc, r->h[l + 1] = oh, r->w[l + 1] = ow;
@@ -191,11 +196,12 @@ static int ref_init(ref_model *r, oracle *o, clcnn_model *m, int c, int h, int w
         }
         const clcnn_layer_desc *L = &r->layer[l];
         int bias = !strcmp(kind, "bias");
-        size_t fan_in = L->kind == CLCNN_LAYER_CONV2D ? (size_t)r->c[l] * L->kernel * L->kernel
-                                                      : (size_t)r->c[l] * r->h[l] * r->w[l];
-        size_t want = bias ? (size_t)L->out : (size_t)L->out * fan_in;
+        size_t fan_in = L->kind == CLCNN_LAYER_CONV2D
+                            ? (size_t)r->c[l] * ia(L, "kernel") * ia(L, "kernel")
+                            : (size_t)r->c[l] * r->h[l] * r->w[l];
+        size_t want = bias ? (size_t)ia(L, "out") : (size_t)ia(L, "out") * fan_in;
         if (L->kind != CLCNN_LAYER_CONV2D && L->kind != CLCNN_LAYER_LINEAR) want = 0;
-        if (r->numel[i] != want || (bias && !L->bias)) {
+        if (r->numel[i] != want || (bias && !ia(L, "bias"))) {
             report(o, "parameter %s has %zu elements, the reference expects %zu", r->name[i],
                    r->numel[i], want);
             return 1;
@@ -209,7 +215,8 @@ static int ref_init(ref_model *r, oracle *o, clcnn_model *m, int c, int h, int w
     for (int l = 0; l < r->nl; l++) {
         int has_params =
             r->layer[l].kind == CLCNN_LAYER_CONV2D || r->layer[l].kind == CLCNN_LAYER_LINEAR;
-        if ((r->wi[l] >= 0) != has_params || (r->bi[l] >= 0) != (has_params && r->layer[l].bias)) {
+        if ((r->wi[l] >= 0) != has_params ||
+            (r->bi[l] >= 0) != (has_params && ia(&r->layer[l], "bias"))) {
             report(o, "layer %d's parameters are not the ones its spec implies", l);
             return 1;
         }
@@ -268,14 +275,16 @@ static double ref_forward(const ref_model *r, double **act, int **am, int n) {
         case CLCNN_LAYER_CONV2D:
             clcnn_ref_conv2d_forward(act[l + 1], act[l], r->p[r->wi[l]],
                                      r->bi[l] >= 0 ? r->p[r->bi[l]] : NULL, n, r->c[l], r->h[l],
-                                     r->w[l], L->out, L->kernel, L->stride, L->pad);
+                                     r->w[l], ia(L, "out"), ia(L, "kernel"), ia(L, "stride"),
+                                     ia(L, "pad"));
             break;
         case CLCNN_LAYER_MAXPOOL2D:
             am[l] = xcalloc(act_size(r, l + 1, n), sizeof(int));
             clcnn_ref_maxpool2d_forward(act[l + 1], am[l], act[l], n, r->c[l], r->h[l], r->w[l],
-                                        L->kernel, L->stride, L->pad);
-            margin = fmin(margin, pool_margin(act[l], n * r->c[l], r->h[l], r->w[l], L->kernel,
-                                              L->stride, L->pad, scale));
+                                        ia(L, "kernel"), ia(L, "stride"), ia(L, "pad"));
+            margin =
+                fmin(margin, pool_margin(act[l], n * r->c[l], r->h[l], r->w[l], ia(L, "kernel"),
+                                         ia(L, "stride"), ia(L, "pad"), scale));
             break;
         case CLCNN_LAYER_RELU:
             clcnn_ref_relu_forward(act[l + 1], act[l], (int)in);
@@ -286,7 +295,7 @@ static double ref_forward(const ref_model *r, double **act, int **am, int n) {
         case CLCNN_LAYER_LINEAR:
             clcnn_ref_linear_forward(act[l + 1], act[l], r->p[r->wi[l]],
                                      r->bi[l] >= 0 ? r->p[r->bi[l]] : NULL, n, (int)(in / n),
-                                     L->out);
+                                     ia(L, "out"));
             break;
         default: CLCNN_ASSERT(!"a layer kind these models do not use"); break;
         }
@@ -310,17 +319,18 @@ static void ref_backward(ref_model *r, double **act, int **am, const double *glo
         switch (L->kind) {
         case CLCNN_LAYER_CONV2D:
             clcnn_ref_conv2d_backward(gx, gw, gb, gy, act[l], r->p[r->wi[l]], n, r->c[l], r->h[l],
-                                      r->w[l], L->out, L->kernel, L->stride, L->pad);
+                                      r->w[l], ia(L, "out"), ia(L, "kernel"), ia(L, "stride"),
+                                      ia(L, "pad"));
             break;
         case CLCNN_LAYER_MAXPOOL2D:
-            clcnn_ref_maxpool2d_backward(gx, gy, am[l], n, r->c[l], r->h[l], r->w[l], L->kernel,
-                                         L->stride, L->pad);
+            clcnn_ref_maxpool2d_backward(gx, gy, am[l], n, r->c[l], r->h[l], r->w[l],
+                                         ia(L, "kernel"), ia(L, "stride"), ia(L, "pad"));
             break;
         case CLCNN_LAYER_RELU: clcnn_ref_relu_backward(gx, gy, act[l + 1], (int)in); break;
         case CLCNN_LAYER_FLATTEN: memcpy(gx, gy, in * sizeof(double)); break;
         case CLCNN_LAYER_LINEAR:
             clcnn_ref_linear_backward(gx, gw, gb, gy, act[l], r->p[r->wi[l]], n, (int)(in / n),
-                                      L->out);
+                                      ia(L, "out"));
             break;
         default: CLCNN_ASSERT(!"a layer kind these models do not use"); break;
         }

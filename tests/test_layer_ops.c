@@ -348,6 +348,11 @@ static float *draw(clcnn_rng *rng, size_t n, double scale, int how) {
     return f;
 }
 
+/* An integer argument of a layer, by name (its unit's table has it). */
+static int argi(const clcnn_layer_desc *d, const char *name) {
+    return (int)clcnn_spec_arg(d, name);
+}
+
 /* The reference of a convolution node (plain, or with its fused pool), from double copies of
  * the inputs; w and b point into the parameters, gw and gb into h->gp. */
 static void ref_conv(lo_host *h, const lo_case *c, const double *x, const double *w,
@@ -366,10 +371,10 @@ static void ref_conv(lo_host *h, const lo_case *c, const double *x, const double
     double *yc = calloc(ny, sizeof *yc), *gyc = calloc(ny, sizeof *gyc);
     CLCNN_ASSERT(yc && gyc);
     clcnn_ref_conv2d_forward(yc, x, w, b, c->N, s->C, s->H, s->W, s->OC, s->K, s->stride, s->pad);
-    clcnn_ref_maxpool2d_forward(h->y, h->am, yc, c->N, s->OC, s->OH, s->OW, p->kernel, p->stride,
-                                p->pad);
-    clcnn_ref_maxpool2d_backward(gyc, gy, h->am, c->N, s->OC, s->OH, s->OW, p->kernel, p->stride,
-                                 p->pad);
+    clcnn_ref_maxpool2d_forward(h->y, h->am, yc, c->N, s->OC, s->OH, s->OW, argi(p, "kernel"),
+                                argi(p, "stride"), argi(p, "pad"));
+    clcnn_ref_maxpool2d_backward(gyc, gy, h->am, c->N, s->OC, s->OH, s->OW, argi(p, "kernel"),
+                                 argi(p, "stride"), argi(p, "pad"));
     clcnn_ref_conv2d_backward(gx, gw, gb, gyc, x, w, c->N, s->C, s->H, s->W, s->OC, s->K, s->stride,
                               s->pad);
     free(yc), free(gyc);
@@ -386,14 +391,15 @@ static void ref_bn(lo_host *h, const lo_case *c, const double *x, const double *
     double *gyb = h->fused ? calloc((size_t)size, sizeof *gyb) : (double *)gy;
     CLCNN_ASSERT(gyb);
     if (c->eval)
-        clcnn_ref_bn_forward_eval(h->y, x, w, b, rm, rv, N, C, hw, d->eps);
+        clcnn_ref_bn_forward_eval(h->y, x, w, b, rm, rv, N, C, hw, clcnn_spec_arg(d, "eps"));
     else
-        clcnn_ref_bn_forward_train(h->y, rm, rv, x, w, b, N, C, hw, d->eps, d->momentum);
+        clcnn_ref_bn_forward_train(h->y, rm, rv, x, w, b, N, C, hw, clcnn_spec_arg(d, "eps"),
+                                   clcnn_spec_arg(d, "momentum"));
     if (h->fused) {
         clcnn_ref_relu_forward(h->y, h->y, size);
         clcnn_ref_relu_backward(gyb, gy, h->y, size);
     }
-    clcnn_ref_bn_backward(gx, gw, gb, gyb, x, w, N, C, hw, d->eps);
+    clcnn_ref_bn_backward(gx, gw, gb, gyb, x, w, N, C, hw, clcnn_spec_arg(d, "eps"));
     if (h->fused) free(gyb);
 }
 
@@ -449,10 +455,10 @@ static void reference(lo_host *h, const lo_case *c) {
     switch (d->kind) {
     case CLCNN_LAYER_CONV2D: ref_conv(h, c, x, w, b, gy, gw, gb); break;
     case CLCNN_LAYER_MAXPOOL2D:
-        clcnn_ref_maxpool2d_forward(h->y, h->am, x, N, n->x.c, n->x.h, n->x.w, d->kernel, d->stride,
-                                    d->pad);
-        clcnn_ref_maxpool2d_backward(h->gx[0], gy, h->am, N, n->x.c, n->x.h, n->x.w, d->kernel,
-                                     d->stride, d->pad);
+        clcnn_ref_maxpool2d_forward(h->y, h->am, x, N, n->x.c, n->x.h, n->x.w, argi(d, "kernel"),
+                                    argi(d, "stride"), argi(d, "pad"));
+        clcnn_ref_maxpool2d_backward(h->gx[0], gy, h->am, N, n->x.c, n->x.h, n->x.w,
+                                     argi(d, "kernel"), argi(d, "stride"), argi(d, "pad"));
         break;
     case CLCNN_LAYER_RELU:
         clcnn_ref_relu_forward(h->y, x, N * plane);
@@ -472,13 +478,13 @@ static void reference(lo_host *h, const lo_case *c) {
         break;
     case CLCNN_LAYER_DROPOUT: /* evaluation: the identity */
         clcnn_ref_dropout(h->y, x, N * plane, h->seed, (uint64_t)h->sample0 * (uint64_t)plane,
-                          c->eval ? 0.0 : d->p);
+                          c->eval ? 0.0 : clcnn_spec_arg(d, "p"));
         clcnn_ref_dropout(h->gx[0], gy, N * plane, h->seed, (uint64_t)h->sample0 * (uint64_t)plane,
-                          c->eval ? 0.0 : d->p);
+                          c->eval ? 0.0 : clcnn_spec_arg(d, "p"));
         break;
     case CLCNN_LAYER_SCALE:
-        clcnn_ref_scale(h->y, x, N * plane, d->factor);
-        clcnn_ref_scale(h->gx[0], gy, N * plane, d->factor);
+        clcnn_ref_scale(h->y, x, N * plane, clcnn_spec_arg(d, "factor"));
+        clcnn_ref_scale(h->gx[0], gy, N * plane, clcnn_spec_arg(d, "factor"));
         break;
     case CLCNN_LAYER_RES: break; /* a group: tested in whole models (test_model) */
     case CLCNN_LAYER_ADD:
@@ -488,10 +494,10 @@ static void reference(lo_host *h, const lo_case *c) {
         ref_bn(h, c, x, w, b, gy, gx, gw, gb);
         break;
     case CLCNN_LAYER_AVGPOOL2D:
-        clcnn_ref_avgpool2d_forward(h->y, x, N, n->x.c, n->x.h, n->x.w, d->kernel, d->stride,
-                                    d->pad);
-        clcnn_ref_avgpool2d_backward(h->gx[0], gy, N, n->x.c, n->x.h, n->x.w, d->kernel, d->stride,
-                                     d->pad);
+        clcnn_ref_avgpool2d_forward(h->y, x, N, n->x.c, n->x.h, n->x.w, argi(d, "kernel"),
+                                    argi(d, "stride"), argi(d, "pad"));
+        clcnn_ref_avgpool2d_backward(h->gx[0], gy, N, n->x.c, n->x.h, n->x.w, argi(d, "kernel"),
+                                     argi(d, "stride"), argi(d, "pad"));
         break;
     case CLCNN_LAYER_GLOBALAVGPOOL:
         clcnn_ref_globalavgpool_forward(h->y, x, N * n->x.c, n->x.h * n->x.w);

@@ -13,17 +13,39 @@
 #define FLAT CLCNN_LAYER_FLATTEN
 #define LIN CLCNN_LAYER_LINEAR
 
-/* Expected layers; pos 0 means "not checked". */
+/* Expected layers; pos 0 means "not checked". The arguments go where each kind's table has
+ * them: conv (out, kernel, stride, pad, bias), maxpool (kernel, stride, pad), linear (out,
+ * bias); relu and flatten take none. */
+#define A_(kind_, out_, k, s, p, b)                                                                \
+    {                                                                                              \
+        {.i = (kind_) == CONV || (kind_) == LIN ? (out_)                                           \
+              : (kind_) == MAXP                 ? (k)                                              \
+                                                : 0},                                                              \
+            {.i = (kind_) == CONV   ? (k)                                                          \
+                  : (kind_) == MAXP ? (s)                                                          \
+                  : (kind_) == LIN  ? (b)                                                          \
+                                    : 0},                                                           \
+            {.i = (kind_) == CONV   ? (s)                                                          \
+                  : (kind_) == MAXP ? (p)                                                          \
+                                    : 0},                                                          \
+            {.i = (kind_) == CONV ? (p) : 0}, {.i = (kind_) == CONV ? (b) : 0},                    \
+    }
 #define L(kind_, out_, k, s, p, b, pos_)                                                           \
-    { .kind = kind_, .out = out_, .kernel = k, .stride = s, .pad = p, .bias = b, .pos = pos_ }
+    { .kind = kind_, .arg = A_(kind_, out_, k, s, p, b), .pos = pos_ }
+
+/* Whether a and b, of one kind, have the same arguments (by their kind's table). */
+static int same_args(const clcnn_layer_desc *a, const clcnn_layer_desc *b) {
+    const clcnn_layer_syntax *ls = clcnn_layer_syntax_of(a->kind);
+    for (int k = 0; ls && k < ls->n_args; k++)
+        if (ls->args[k].real ? a->arg[k].r != b->arg[k].r : a->arg[k].i != b->arg[k].i) return 0;
+    return 1;
+}
 
 /* The arguments and the graph: module name, a block's body and shortcut, and the inputs unless
  * b leaves them out (n_in 0). Labels may be renamed by the canonical text: not compared. */
 static int same_layer(const clcnn_layer_desc *a, const clcnn_layer_desc *b, int check_pos) {
-    int same = a->kind == b->kind && a->out == b->out && a->kernel == b->kernel &&
-               a->stride == b->stride && a->pad == b->pad && a->bias == b->bias &&
-               (!check_pos || a->pos == b->pos) && a->body == b->body &&
-               a->shortcut == b->shortcut && !strcmp(a->name, b->name);
+    int same = a->kind == b->kind && same_args(a, b) && (!check_pos || a->pos == b->pos) &&
+               a->body == b->body && a->shortcut == b->shortcut && !strcmp(a->name, b->name);
     if (b->n_in == 0) return same; /* an expected layer that leaves the inputs out */
     same = same && a->n_in == b->n_in;
     for (int k = 0; same && k < a->n_in; k++)
@@ -32,8 +54,11 @@ static int same_layer(const clcnn_layer_desc *a, const clcnn_layer_desc *b, int 
 }
 
 static void print_layer(const char *what, const clcnn_layer_desc *d) {
-    fprintf(stderr, "    %s: %s out=%d kernel=%d stride=%d pad=%d bias=%d pos=%d\n", what,
-            clcnn_layer_kind_name(d->kind), d->out, d->kernel, d->stride, d->pad, d->bias, d->pos);
+    const clcnn_layer_syntax *ls = clcnn_layer_syntax_of(d->kind);
+    fprintf(stderr, "    %s: %s", what, clcnn_layer_kind_name(d->kind));
+    for (int k = 0; ls && k < ls->n_args; k++)
+        fprintf(stderr, " %s=%g", ls->args[k].name, clcnn_spec_arg(d, ls->args[k].name));
+    fprintf(stderr, " pos=%d\n", d->pos);
 }
 
 /* Parses spec and compares with want[0..nwant), every field (pos when want's is not 0). */
@@ -254,7 +279,7 @@ static void test_graph(void) {
     INPUTS("x: conv(8,3) relu @x conv(4,1) cat(@x)", 3, 2, 2, 0);
     INPUTS("conv(8,3) mul(@input)", 1, 2, 0, -1);
     /* scale's alias mul stays scale; mul(@x) is the product */
-    EXPECT("mul(0.5)", {.kind = CLCNN_LAYER_SCALE, .n_in = 1, .in = {-1}});
+    EXPECT("mul(0.5)", {.kind = CLCNN_LAYER_SCALE, .arg = {{.r = 0.5}}, .n_in = 1, .in = {-1}});
     INPUTS("x: conv(8,3) globalavgpool mul(@x)", 2, 2, 1, 0);
     /* residual blocks: in[0] the block's input, in[1] the body's value, in[2] the shortcut's */
     INPUTS("relu res(conv(8,3) relu)", 1, 2, 0, 3);
@@ -270,14 +295,15 @@ static void test_graph(void) {
     /* module names */
     EXPECT("layer1.0.conv1=conv(8,3) fc=linear(10)",
            {.kind = CLCNN_LAYER_CONV2D,
-            .out = 8,
-            .kernel = 3,
-            .stride = 1,
-            .bias = 1,
+            .arg = A_(CONV, 8, 3, 1, 0, 1),
             .n_in = 1,
             .in = {-1},
             .name = "layer1.0.conv1"},
-           {.kind = CLCNN_LAYER_LINEAR, .out = 10, .bias = 1, .n_in = 1, .in = {0}, .name = "fc"});
+           {.kind = CLCNN_LAYER_LINEAR,
+            .arg = A_(LIN, 10, 0, 0, 0, 1),
+            .n_in = 1,
+            .in = {0},
+            .name = "fc"});
     ROUND_TRIP("x: conv(8,3) relu add(@x)", "x: conv(8,3,stride=1,pad=0) relu add(@x)");
     ROUND_TRIP("x: conv(8,3) y: relu cat(@x, @y)",
                "x: conv(8,3,stride=1,pad=0) y: relu cat(@x,@y)");
@@ -351,7 +377,14 @@ static void test_format(void) {
     CHECK(strcmp(clcnn_layer_kind_name((clcnn_layer_kind)42), "Unknown") == 0);
 }
 
-/* The real-number fields of the one layer spec parses to: factor, eps, momentum and p. */
+/* A real-number argument of d by name; 0 when its kind has none. */
+static double real_arg(const clcnn_layer_desc *d, const char *name) {
+    double v = clcnn_spec_arg(d, name);
+    return v == v ? v : 0.0;
+}
+
+/* The real-number arguments of the one layer spec parses to: factor, eps, momentum and p (0 for
+ * those its kind does not take). */
 static void expect_reals(int line, const char *spec, double factor, double eps, double momentum,
                          double p) {
     clcnn_layer_desc *l = NULL;
@@ -360,10 +393,11 @@ static void expect_reals(int line, const char *spec, double factor, double eps, 
     if (clcnn_spec_parse(spec, &l, &n, &e) != CLCNN_SUCCESS || n != 1) {
         fprintf(stderr, "%s:%d: \"%s\" failed: %s\n", __FILE__, line, spec, e.msg);
         test_failures++;
-    } else if (l[0].factor != factor || l[0].eps != eps || l[0].momentum != momentum ||
-               l[0].p != p) {
+    } else if (real_arg(l, "factor") != factor || real_arg(l, "eps") != eps ||
+               real_arg(l, "momentum") != momentum || real_arg(l, "p") != p) {
         fprintf(stderr, "%s:%d: \"%s\" gave factor %.17g eps %.17g momentum %.17g p %.17g\n",
-                __FILE__, line, spec, l[0].factor, l[0].eps, l[0].momentum, l[0].p);
+                __FILE__, line, spec, real_arg(l, "factor"), real_arg(l, "eps"),
+                real_arg(l, "momentum"), real_arg(l, "p"));
         test_failures++;
     }
     free(l);

@@ -7,23 +7,13 @@ const clcnn_layer_syntax clcnn_avgpool2d_syntax = {
     .name = "avgpool",
     .aliases = {"avgpool2d", "ap"},
     .torch_name = "AvgPool2d",
-    .pos = {CLCNN_SLOT_KERNEL, CLCNN_SLOT_STRIDE, CLCNN_SLOT_PAD},
-    .npos = 3,
-    .nreq = 1,
-    .kw = CLCNN_SLOT_BIT(CLCNN_SLOT_STRIDE) | CLCNN_SLOT_BIT(CLCNN_SLOT_PAD),
+    CLCNN_SPEC_ARGS(clcnn_window_args),
     .finish = clcnn_window_finish,
-    .format = clcnn_window_format,
 };
-
-static clcnn_status avgpool_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
-                                  const char *where) {
-    (void)pl;
-    return clcnn_window_shape(n, e, where);
-}
 
 /* y (N, C, OH, OW) = window sums of x (N, C, H, W) / (K*K). */
 static clcnn_status avgpool_forward(const clcnn_node *n, const clcnn_io *io) {
-    const clcnn_layer_desc *d = &n->d;
+    const clcnn_arg_value *w = n->d.arg;
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_avgpool_forward);
     int NC = io->N * n->x.c, zero = 0;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
@@ -34,9 +24,9 @@ static clcnn_status avgpool_forward(const clcnn_node *n, const clcnn_io *io) {
     CLCNN_ARG(&a, NC);
     CLCNN_ARG(&a, n->x.h);
     CLCNN_ARG(&a, n->x.w);
-    CLCNN_ARG(&a, d->kernel);
-    CLCNN_ARG(&a, d->stride);
-    CLCNN_ARG(&a, d->pad);
+    CLCNN_ARG(&a, w[CLCNN_WINDOW_KERNEL].i);
+    CLCNN_ARG(&a, w[CLCNN_WINDOW_STRIDE].i);
+    CLCNN_ARG(&a, w[CLCNN_WINDOW_PAD].i);
     CLCNN_ARG(&a, n->y.h);
     CLCNN_ARG(&a, n->y.w);
     return clcnn_launch1d(io->ctx, k, &a, (size_t)NC * n->y.h * n->y.w);
@@ -45,7 +35,7 @@ static clcnn_status avgpool_forward(const clcnn_node *n, const clcnn_io *io) {
 /* gx (N, C, H, W) = sum of gy (N, C, OH, OW) / (K*K) over the windows holding each pixel
  * (0 where none does: stride > K leaves gaps). */
 static clcnn_status avgpool_backward(const clcnn_node *n, const clcnn_io *io) {
-    const clcnn_layer_desc *d = &n->d;
+    const clcnn_arg_value *w = n->d.arg;
     if (!io->gx[0]) return CLCNN_SUCCESS;
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_avgpool_backward);
     int NC = io->N * n->x.c, zero = 0;
@@ -57,9 +47,9 @@ static clcnn_status avgpool_backward(const clcnn_node *n, const clcnn_io *io) {
     CLCNN_ARG(&a, NC);
     CLCNN_ARG(&a, n->x.h);
     CLCNN_ARG(&a, n->x.w);
-    CLCNN_ARG(&a, d->kernel);
-    CLCNN_ARG(&a, d->stride);
-    CLCNN_ARG(&a, d->pad);
+    CLCNN_ARG(&a, w[CLCNN_WINDOW_KERNEL].i);
+    CLCNN_ARG(&a, w[CLCNN_WINDOW_STRIDE].i);
+    CLCNN_ARG(&a, w[CLCNN_WINDOW_PAD].i);
     CLCNN_ARG(&a, n->y.h);
     CLCNN_ARG(&a, n->y.w);
     return clcnn_launch1d(io->ctx, k, &a, (size_t)NC * n->x.h);
@@ -67,7 +57,7 @@ static clcnn_status avgpool_backward(const clcnn_node *n, const clcnn_io *io) {
 
 const clcnn_layer_ops clcnn_avgpool2d_ops = {
     .syntax = &clcnn_avgpool2d_syntax,
-    .shape = avgpool_shape,
+    .shape = clcnn_window_node_shape,
     .algos = clcnn_algos_kernel,
     .forward = avgpool_forward,
     .backward = avgpool_backward,

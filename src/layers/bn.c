@@ -13,6 +13,8 @@
  * tensor and its buffers go away. */
 #include "layer.h"
 
+#include <float.h>
+
 /* PyTorch's defaults. */
 #define BN_EPS 1e-5
 #define BN_MOMENTUM 0.1
@@ -25,22 +27,22 @@
 
 /* Spec syntax (docs/MODEL_SPEC.md): bn, or bn(eps=E, momentum=M) with E > 0, 0 <= M <= 1. */
 
-static clcnn_status bn_finish(const clcnn_spec_parser *p, const clcnn_layer_args *a,
-                              clcnn_layer_desc *d) {
-    (void)p;
-    d->eps = clcnn_layer_real(a, CLCNN_SLOT_EPS, BN_EPS);
-    d->momentum = clcnn_layer_real(a, CLCNN_SLOT_MOMENTUM, BN_MOMENTUM);
-    return CLCNN_SUCCESS;
-}
+enum { BN_ARG_EPS, BN_ARG_MOMENTUM };
+
+static const clcnn_arg_def bn_args[] = {
+    [BN_ARG_EPS] = {"eps", NULL, 1, 0, DBL_MAX, BN_EPS, CLCNN_ARGF_KW | CLCNN_ARGF_ABOVE_MIN},
+    [BN_ARG_MOMENTUM] = {"momentum", NULL, 1, 0, 1, BN_MOMENTUM, CLCNN_ARGF_KW},
+};
 
 /* "bn" with PyTorch's defaults, else both arguments. */
 static void bn_format(const clcnn_layer_desc *d, clcnn_spec_buf *b) {
+    double eps = d->arg[BN_ARG_EPS].r, momentum = d->arg[BN_ARG_MOMENTUM].r;
     clcnn_spec_append(b, "bn");
-    if (d->eps == BN_EPS && d->momentum == BN_MOMENTUM) return;
+    if (eps == BN_EPS && momentum == BN_MOMENTUM) return;
     clcnn_spec_append(b, "(eps=");
-    clcnn_spec_append_real(b, d->eps);
+    clcnn_spec_append_real(b, eps);
     clcnn_spec_append(b, ",momentum=");
-    clcnn_spec_append_real(b, d->momentum);
+    clcnn_spec_append_real(b, momentum);
     clcnn_spec_append(b, ")");
 }
 
@@ -48,10 +50,7 @@ const clcnn_layer_syntax clcnn_bn_syntax = {
     .name = "bn",
     .aliases = {"batchnorm", "batchnorm2d", "batchnorm1d"},
     .torch_name = "BatchNorm",
-    .npos = 0,
-    .nreq = 0,
-    .kw = CLCNN_SLOT_BIT(CLCNN_SLOT_EPS) | CLCNN_SLOT_BIT(CLCNN_SLOT_MOMENTUM),
-    .finish = bn_finish,
+    CLCNN_SPEC_ARGS(bn_args),
     .format = bn_format,
 };
 
@@ -119,7 +118,7 @@ static clcnn_status bn_batch_stats(const clcnn_node *n, const clcnn_io *io) {
     clcnn_kern *kp = clcnn_kernel(ctx, CLCNN_K_bn_stats_partial);
     clcnn_kern *kr = clcnn_kernel(ctx, CLCNN_K_bn_stats_reduce);
     int N = io->N, C = n->x.c, HW = n->x.h * n->x.w, S = bn_samples(N, HW), G = (N + S - 1) / S;
-    float eps = (float)n->d.eps, momentum = (float)n->d.momentum;
+    float eps = (float)n->d.arg[BN_ARG_EPS].r, momentum = (float)n->d.arg[BN_ARG_MOMENTUM].r;
     clcnn_status st;
     clcnn_args a = {kp->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, io->col);
@@ -149,7 +148,7 @@ static clcnn_status bn_batch_stats(const clcnn_node *n, const clcnn_io *io) {
 static clcnn_status bn_normalise(const clcnn_node *n, const clcnn_io *io, int running) {
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_bn_forward_apply);
     int N = io->N, C = n->x.c, HW = n->x.h * n->x.w, relu = n->n_layers == 2;
-    float eps = (float)n->d.eps;
+    float eps = (float)n->d.arg[BN_ARG_EPS].r;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, io->y);
     CLCNN_ARG(&a, io->x[0]);

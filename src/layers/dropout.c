@@ -6,35 +6,21 @@
 
 /* Spec syntax (docs/MODEL_SPEC.md): dropout or dropout(P), 0 <= P <= 1, default 0.5. */
 
-static clcnn_status dropout_finish(const clcnn_spec_parser *p, const clcnn_layer_args *a,
-                                   clcnn_layer_desc *d) {
-    (void)p;
-    d->p = clcnn_layer_real(a, CLCNN_SLOT_P, 0.5);
-    return CLCNN_SUCCESS;
-}
-
-static void dropout_format(const clcnn_layer_desc *d, clcnn_spec_buf *b) {
-    clcnn_spec_append(b, "dropout(");
-    clcnn_spec_append_real(b, d->p);
-    clcnn_spec_append(b, ")");
-}
+static const clcnn_arg_def dropout_args[] = {
+    {"p", NULL, 1, 0, 1, 0.5, CLCNN_ARGF_POS | CLCNN_ARGF_KW | CLCNN_ARGF_SHOW_POS},
+};
 
 const clcnn_layer_syntax clcnn_dropout_syntax = {
     .name = "dropout",
     .torch_name = "Dropout",
-    .pos = {CLCNN_SLOT_P},
-    .npos = 1,
-    .nreq = 0,
-    .kw = CLCNN_SLOT_BIT(CLCNN_SLOT_P),
-    .finish = dropout_finish,
-    .format = dropout_format,
+    CLCNN_SPEC_ARGS(dropout_args),
 };
 
 /* out = in masked and scaled (training, p > 0), or a copy. The backward applies the same mask
  * to the gradient: the seed has not changed since the forward. */
 static clcnn_status dropout_run(const clcnn_node *n, const clcnn_io *io, cl_mem out, cl_mem in) {
     int count = io->N * n->x.c * n->x.h * n->x.w;
-    if (!io->training || n->d.p == 0.0) {
+    if (!io->training || n->d.arg[0].r == 0.0) {
         clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_copy_f32);
         clcnn_args a = {k->k, 0, CL_SUCCESS};
         CLCNN_ARG(&a, out);
@@ -43,7 +29,8 @@ static clcnn_status dropout_run(const clcnn_node *n, const clcnn_io *io, cl_mem 
         return clcnn_launch1d(io->ctx, k, &a, (size_t)count);
     }
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_dropout_forward);
-    float p = (float)n->d.p, scale = n->d.p < 1.0 ? (float)(1.0 / (1.0 - n->d.p)) : 0.0f;
+    double pd = n->d.arg[0].r;
+    float p = (float)pd, scale = pd < 1.0 ? (float)(1.0 / (1.0 - pd)) : 0.0f;
     cl_uint seed = io->seed;
     /* The element index is global over the step's whole batch, and 64-bit: each share holds
      * fewer than 2^31 elements (CLCNN_MAX_ELEMENTS), but a global batch of three or more shares

@@ -279,10 +279,11 @@ const clcnn_layer_ops *clcnn_layer_ops_of(clcnn_layer_kind kind);
 clcnn_status clcnn_node_init(clcnn_node *n, const clcnn_layer_desc *d, int layer, const char *path,
                              const clcnn_shape *xs, int n_in, clcnn_params *pl, clcnn_error *e);
 
-/* The output of a K x K window with the node's stride and pad (conv, maxpool) on a C x H x W
+/* The output of a K x K window with stride and pad (conv, maxpool) on the node's C x H x W
  * input: y = (x.c, OH, OW); a flat input or a window larger than the padded input is a shape
  * error naming `where`. */
-clcnn_status clcnn_window_shape(clcnn_node *n, clcnn_error *e, const char *where);
+clcnn_status clcnn_window_shape(clcnn_node *n, int K, int stride, int pad, clcnn_error *e,
+                                const char *where);
 
 /* "3 x 8 x 8" or "10 features", for messages; returns buf. */
 const char *clcnn_shape_text(char *buf, size_t size, const clcnn_shape *s);
@@ -293,12 +294,16 @@ const char *clcnn_shape_text(char *buf, size_t size, const clcnn_shape *s);
 clcnn_status clcnn_shape_same(clcnn_node *n, clcnn_params *pl, clcnn_error *e, const char *where);
 clcnn_status clcnn_shape_global(clcnn_node *n, clcnn_params *pl, clcnn_error *e, const char *where);
 
-/* The spec arguments of a K x K window (maxpool, avgpool): kernel, stride (default K) and pad
- * (default 0, at most K/2 as PyTorch requires), and their canonical text
- * "NAME(K,stride=S[,pad=P])". */
+/* The spec arguments of a K x K window (maxpool, avgpool), in this order: kernel, stride
+ * (default K) and pad (default 0, at most K/2 as PyTorch requires; clcnn_window_finish checks
+ * it and sets the stride's default), and their shape function (the window's output, no
+ * parameters). */
+enum { CLCNN_WINDOW_KERNEL, CLCNN_WINDOW_STRIDE, CLCNN_WINDOW_PAD };
+extern const clcnn_arg_def clcnn_window_args[3];
 clcnn_status clcnn_window_finish(const clcnn_spec_parser *p, const clcnn_layer_args *a,
                                  clcnn_layer_desc *d);
-void clcnn_window_format(const clcnn_layer_desc *d, clcnn_spec_buf *b);
+clcnn_status clcnn_window_node_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
+                                     const char *where);
 
 /* The rows of a layer with one way per pass, every pass that runs: its own kernels ("kernel"),
  * one GEMM ("gemm", linear) or none at all ("view": the output is the input's buffer). */

@@ -6,43 +6,34 @@
 
 /* Spec syntax (docs/MODEL_SPEC.md) */
 
-static clcnn_status linear_finish(const clcnn_spec_parser *p, const clcnn_layer_args *a,
-                                  clcnn_layer_desc *d) {
-    (void)p;
-    d->out = a->val[CLCNN_SLOT_OUT];
-    d->bias = clcnn_layer_arg(a, CLCNN_SLOT_BIAS, 1);
-    return CLCNN_SUCCESS;
-}
+/* linear(OUT [, bias=0|1]): canonical text "linear(10)", "linear(10,bias=0)". */
+enum { LINEAR_OUT, LINEAR_BIAS };
 
-static void linear_format(const clcnn_layer_desc *d, clcnn_spec_buf *b) {
-    clcnn_spec_append(b, "linear(%d%s)", d->out, d->bias ? "" : ",bias=0");
-}
+static const clcnn_arg_def linear_args[] = {
+    [LINEAR_OUT] = {"out", NULL, 0, 1, 65536, 0, CLCNN_ARGF_POS | CLCNN_ARGF_REQ},
+    [LINEAR_BIAS] = {"bias", NULL, 0, 0, 1, 1, CLCNN_ARGF_KW},
+};
 
 const clcnn_layer_syntax clcnn_linear_syntax = {
     .name = "linear",
     .aliases = {"fc"},
     .torch_name = "Linear",
-    .pos = {CLCNN_SLOT_OUT},
-    .npos = 1,
-    .nreq = 1,
-    .kw = CLCNN_SLOT_BIT(CLCNN_SLOT_BIAS),
-    .finish = linear_finish,
-    .format = linear_format,
+    CLCNN_SPEC_ARGS(linear_args),
 };
 
 static clcnn_status linear_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
                                  const char *where) {
-    const clcnn_layer_desc *d = &n->d;
+    int out = n->d.arg[LINEAR_OUT].i, bias = n->d.arg[LINEAR_BIAS].i;
     if (!n->x.flat)
         return clcnn_fail(e, CLCNN_ERR_SHAPE,
                           "%s needs a flat input but gets %d x %d x %d: put flatten before it",
                           where, n->x.c, n->x.h, n->x.w);
-    int64_t ws[2] = {d->out, n->x.c}, bs[1] = {d->out};
+    int64_t ws[2] = {out, n->x.c}, bs[1] = {out};
     if (clcnn_params_add(pl, n->path, "weight", CLCNN_PARAM_WEIGHT, 2, ws) < 0 ||
-        (d->bias && clcnn_params_add(pl, n->path, "bias", CLCNN_PARAM_NO_DECAY, 1, bs) < 0))
+        (bias && clcnn_params_add(pl, n->path, "bias", CLCNN_PARAM_NO_DECAY, 1, bs) < 0))
         return clcnn_fail(e, CLCNN_ERR_SHAPE, "%s: too many parameter tensors", where);
-    n->y = (clcnn_shape){d->out, 1, 1, 1};
-    n->flops = 2.0 * d->out * n->x.c;
+    n->y = (clcnn_shape){out, 1, 1, 1};
+    n->flops = 2.0 * out * n->x.c;
     return CLCNN_SUCCESS;
 }
 

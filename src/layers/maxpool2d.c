@@ -4,38 +4,36 @@
 
 /* Spec syntax (docs/MODEL_SPEC.md) */
 
+/* NAME(KERNEL [, STRIDE [, PAD]] [, stride=S] [, pad=P]), stride defaulting to the kernel:
+ * canonical text "maxpool(2,stride=2)", with ",pad=P" when P is not 0. */
+const clcnn_arg_def clcnn_window_args[3] = {
+    [CLCNN_WINDOW_KERNEL] = {"kernel", NULL, 0, 1, 64, 0, CLCNN_ARGF_POS | CLCNN_ARGF_REQ},
+    [CLCNN_WINDOW_STRIDE] = {"stride", NULL, 0, 1, 64, 0,
+                             CLCNN_ARGF_POS | CLCNN_ARGF_KW | CLCNN_ARGF_SHOW_KW},
+    [CLCNN_WINDOW_PAD] = {"pad", "padding", 0, 0, 64, 0, CLCNN_ARGF_POS | CLCNN_ARGF_KW},
+};
+
 clcnn_status clcnn_window_finish(const clcnn_spec_parser *p, const clcnn_layer_args *a,
                                  clcnn_layer_desc *d) {
-    d->kernel = a->val[CLCNN_SLOT_KERNEL];
-    d->stride = clcnn_layer_arg(a, CLCNN_SLOT_STRIDE, d->kernel);
-    d->pad = clcnn_layer_arg(a, CLCNN_SLOT_PAD, 0);
+    clcnn_arg_value *v = d->arg;
+    int K = v[CLCNN_WINDOW_KERNEL].i;
+    if (a->how[CLCNN_WINDOW_STRIDE] == CLCNN_ARG_UNSET) v[CLCNN_WINDOW_STRIDE].i = K;
     /* PyTorch refuses this only when the layer first runs; catching it here points at the
      * text instead. (It also keeps every average's divisor K*K.) */
-    if (d->pad > d->kernel / 2)
-        return clcnn_spec_fail(p, a->col[CLCNN_SLOT_PAD],
+    if (v[CLCNN_WINDOW_PAD].i > K / 2)
+        return clcnn_spec_fail(p, a->col[CLCNN_WINDOW_PAD],
                                "%s pad %d is more than half the kernel %d (PyTorch requires "
                                "pad <= kernel/2)",
-                               clcnn_layer_syntax_of(d->kind)->name, d->pad, d->kernel);
+                               clcnn_layer_syntax_of(d->kind)->name, v[CLCNN_WINDOW_PAD].i, K);
     return CLCNN_SUCCESS;
-}
-
-void clcnn_window_format(const clcnn_layer_desc *d, clcnn_spec_buf *b) {
-    clcnn_spec_append(b, "%s(%d,stride=%d", clcnn_layer_syntax_of(d->kind)->name, d->kernel,
-                      d->stride);
-    if (d->pad) clcnn_spec_append(b, ",pad=%d", d->pad);
-    clcnn_spec_append(b, ")");
 }
 
 const clcnn_layer_syntax clcnn_maxpool2d_syntax = {
     .name = "maxpool",
     .aliases = {"maxpool2d", "mp"},
     .torch_name = "MaxPool2d",
-    .pos = {CLCNN_SLOT_KERNEL, CLCNN_SLOT_STRIDE, CLCNN_SLOT_PAD},
-    .npos = 3,
-    .nreq = 1,
-    .kw = CLCNN_SLOT_BIT(CLCNN_SLOT_STRIDE) | CLCNN_SLOT_BIT(CLCNN_SLOT_PAD),
+    CLCNN_SPEC_ARGS(clcnn_window_args),
     .finish = clcnn_window_finish,
-    .format = clcnn_window_format,
 };
 
 /* The output size of a window of K with stride and pad over an input of `in` (checked by the
@@ -44,18 +42,26 @@ static int window_out(int in, int K, int stride, int pad) {
     return (in + 2 * pad - K) / stride + 1;
 }
 
-clcnn_status clcnn_window_shape(clcnn_node *n, clcnn_error *e, const char *where) {
-    const clcnn_layer_desc *d = &n->d;
+clcnn_status clcnn_window_shape(clcnn_node *n, int K, int stride, int pad, clcnn_error *e,
+                                const char *where) {
     if (n->x.flat)
         return clcnn_fail(e, CLCNN_ERR_SHAPE,
                           "%s needs a C x H x W input but gets %d flat features", where, n->x.c);
-    if (n->x.h + 2 * d->pad < d->kernel || n->x.w + 2 * d->pad < d->kernel)
+    if (n->x.h + 2 * pad < K || n->x.w + 2 * pad < K)
         return clcnn_fail(e, CLCNN_ERR_SHAPE,
-                          "%s: kernel %d is larger than its %d x %d input padded by %d", where,
-                          d->kernel, n->x.h, n->x.w, d->pad);
-    n->y = (clcnn_shape){n->x.c, window_out(n->x.h, d->kernel, d->stride, d->pad),
-                         window_out(n->x.w, d->kernel, d->stride, d->pad), 0};
+                          "%s: kernel %d is larger than its %d x %d input padded by %d", where, K,
+                          n->x.h, n->x.w, pad);
+    n->y = (clcnn_shape){n->x.c, window_out(n->x.h, K, stride, pad),
+                         window_out(n->x.w, K, stride, pad), 0};
     return CLCNN_SUCCESS;
+}
+
+clcnn_status clcnn_window_node_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
+                                     const char *where) {
+    const clcnn_arg_value *a = n->d.arg;
+    (void)pl;
+    return clcnn_window_shape(n, a[CLCNN_WINDOW_KERNEL].i, a[CLCNN_WINDOW_STRIDE].i,
+                              a[CLCNN_WINDOW_PAD].i, e, where);
 }
 
 static clcnn_status pool_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem argmax, cl_mem x,
@@ -167,25 +173,21 @@ static clcnn_status pool_backward(clcnn_context *ctx, cl_mem gx, int gxoff, cl_m
     return clcnn_launch1d(ctx, k, &a, (size_t)NC * H * W);
 }
 
-static clcnn_status maxpool_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e,
-                                  const char *where) {
-    (void)pl;
-    return clcnn_window_shape(n, e, where);
-}
-
 /* y, argmax (N, C, OH, OW) from x (N, C, H, W). */
 static clcnn_status maxpool_forward(const clcnn_node *n, const clcnn_io *io) {
-    const clcnn_layer_desc *d = &n->d;
+    const clcnn_arg_value *a = n->d.arg;
     return pool_forward(io->ctx, io->y, 0, io->aux, io->x[0], 0, io->N * n->x.c, n->x.h, n->x.w,
-                        d->kernel, d->stride, d->pad, n->y.h, n->y.w, io);
+                        a[CLCNN_WINDOW_KERNEL].i, a[CLCNN_WINDOW_STRIDE].i, a[CLCNN_WINDOW_PAD].i,
+                        n->y.h, n->y.w, io);
 }
 
 /* gx (N, C, H, W) from gy through the argmax; overlapping windows accumulate. */
 static clcnn_status maxpool_backward(const clcnn_node *n, const clcnn_io *io) {
-    const clcnn_layer_desc *d = &n->d;
+    const clcnn_arg_value *a = n->d.arg;
     if (!io->gx[0]) return CLCNN_SUCCESS;
     return pool_backward(io->ctx, io->gx[0], 0, io->gy, 0, io->aux, io->N * n->x.c, n->x.h, n->x.w,
-                         d->kernel, d->stride, d->pad, n->y.h, n->y.w);
+                         a[CLCNN_WINDOW_KERNEL].i, a[CLCNN_WINDOW_STRIDE].i, a[CLCNN_WINDOW_PAD].i,
+                         n->y.h, n->y.w);
 }
 
 static void maxpool_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
@@ -197,13 +199,14 @@ static void maxpool_workspace(const clcnn_context *ctx, const clcnn_node *n, int
 /* maxpool2_forward (2x2 windows, rows of 4 or more) writes the output also into the next
  * convolution's padded input. */
 static int maxpool_writes_padded(const clcnn_node *n) {
-    const clcnn_layer_desc *d = &n->d;
-    return d->kernel == 2 && d->stride == 2 && d->pad == 0 && n->y.w >= 4;
+    const clcnn_arg_value *a = n->d.arg;
+    return a[CLCNN_WINDOW_KERNEL].i == 2 && a[CLCNN_WINDOW_STRIDE].i == 2 &&
+           a[CLCNN_WINDOW_PAD].i == 0 && n->y.w >= 4;
 }
 
 const clcnn_layer_ops clcnn_maxpool2d_ops = {
     .syntax = &clcnn_maxpool2d_syntax,
-    .shape = maxpool_shape,
+    .shape = clcnn_window_node_shape,
     .algos = clcnn_algos_kernel,
     .workspace = maxpool_workspace,
     .forward = maxpool_forward,

@@ -2,36 +2,25 @@
  * the same product on the gradient (cl/scale.cl). */
 #include "layer.h"
 
+#include <float.h>
+
 /* Spec syntax (docs/MODEL_SPEC.md): scale(FACTOR), any finite number. */
 
-static clcnn_status scale_finish(const clcnn_spec_parser *p, const clcnn_layer_args *a,
-                                 clcnn_layer_desc *d) {
-    (void)p;
-    d->factor = a->real[CLCNN_SLOT_FACTOR];
-    return CLCNN_SUCCESS;
-}
-
-static void scale_format(const clcnn_layer_desc *d, clcnn_spec_buf *b) {
-    clcnn_spec_append(b, "scale(");
-    clcnn_spec_append_real(b, d->factor);
-    clcnn_spec_append(b, ")");
-}
+static const clcnn_arg_def scale_args[] = {
+    {"factor", NULL, 1, -DBL_MAX, DBL_MAX, 0, CLCNN_ARGF_POS | CLCNN_ARGF_REQ},
+};
 
 const clcnn_layer_syntax clcnn_scale_syntax = {
     .name = "scale",
     .aliases = {"mul"},
     .torch_name = "Scale",
-    .pos = {CLCNN_SLOT_FACTOR},
-    .npos = 1,
-    .nreq = 1,
-    .finish = scale_finish,
-    .format = scale_format,
+    CLCNN_SPEC_ARGS(scale_args),
 };
 
 static clcnn_status scale_run(const clcnn_node *n, const clcnn_io *io, cl_mem out, cl_mem in) {
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_scale_f32);
     int count = io->N * n->x.c * n->x.h * n->x.w;
-    float factor = (float)n->d.factor;
+    float factor = (float)n->d.arg[0].r;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, out);
     CLCNN_ARG(&a, in);

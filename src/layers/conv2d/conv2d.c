@@ -23,47 +23,40 @@
 
 /* Spec syntax (docs/MODEL_SPEC.md) */
 
-static clcnn_status conv2d_finish(const clcnn_spec_parser *p, const clcnn_layer_args *a,
-                                  clcnn_layer_desc *d) {
-    (void)p;
-    d->out = a->val[CLCNN_SLOT_OUT];
-    d->kernel = a->val[CLCNN_SLOT_KERNEL];
-    d->stride = clcnn_layer_arg(a, CLCNN_SLOT_STRIDE, 1);
-    d->pad = clcnn_layer_arg(a, CLCNN_SLOT_PAD, 0);
-    d->bias = clcnn_layer_arg(a, CLCNN_SLOT_BIAS, 1);
-    return CLCNN_SUCCESS;
-}
+/* conv(OUT, KERNEL [, STRIDE [, PAD]] [, stride=S] [, pad=P] [, bias=0|1]): canonical text
+ * "conv(32,5,stride=1,pad=2)", with ",bias=0" for a convolution without bias. */
+enum { CONV_OUT, CONV_KERNEL, CONV_STRIDE, CONV_PAD, CONV_BIAS };
 
-static void conv2d_format(const clcnn_layer_desc *d, clcnn_spec_buf *b) {
-    clcnn_spec_append(b, "conv(%d,%d,stride=%d,pad=%d%s)", d->out, d->kernel, d->stride, d->pad,
-                      d->bias ? "" : ",bias=0");
-}
+static const clcnn_arg_def conv2d_args[] = {
+    [CONV_OUT] = {"out", NULL, 0, 1, 65536, 0, CLCNN_ARGF_POS | CLCNN_ARGF_REQ},
+    [CONV_KERNEL] = {"kernel", NULL, 0, 1, 64, 0, CLCNN_ARGF_POS | CLCNN_ARGF_REQ},
+    [CONV_STRIDE] = {"stride", NULL, 0, 1, 64, 1,
+                     CLCNN_ARGF_POS | CLCNN_ARGF_KW | CLCNN_ARGF_SHOW_KW},
+    [CONV_PAD] = {"pad", "padding", 0, 0, 64, 0,
+                  CLCNN_ARGF_POS | CLCNN_ARGF_KW | CLCNN_ARGF_SHOW_KW},
+    [CONV_BIAS] = {"bias", NULL, 0, 0, 1, 1, CLCNN_ARGF_KW},
+};
 
 const clcnn_layer_syntax clcnn_conv2d_syntax = {
     .name = "conv",
     .aliases = {"conv2d"},
     .torch_name = "Conv2d",
-    .pos = {CLCNN_SLOT_OUT, CLCNN_SLOT_KERNEL, CLCNN_SLOT_STRIDE, CLCNN_SLOT_PAD},
-    .npos = 4,
-    .nreq = 2,
-    .kw = CLCNN_SLOT_BIT(CLCNN_SLOT_STRIDE) | CLCNN_SLOT_BIT(CLCNN_SLOT_PAD) |
-          CLCNN_SLOT_BIT(CLCNN_SLOT_BIAS),
-    .finish = conv2d_finish,
-    .format = conv2d_format,
+    CLCNN_SPEC_ARGS(conv2d_args),
 };
 
 static clcnn_status conv_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e, const char *where) {
-    const clcnn_layer_desc *d = &n->d;
-    clcnn_status st = clcnn_window_shape(n, e, where);
+    const clcnn_arg_value *a = n->d.arg;
+    int out = a[CONV_OUT].i, K = a[CONV_KERNEL].i, bias = a[CONV_BIAS].i;
+    clcnn_status st = clcnn_window_shape(n, K, a[CONV_STRIDE].i, a[CONV_PAD].i, e, where);
     if (st) return st;
-    int64_t ws[4] = {d->out, n->x.c, d->kernel, d->kernel}, bs[1] = {d->out};
+    int64_t ws[4] = {out, n->x.c, K, K}, bs[1] = {out};
     if (clcnn_params_add(pl, n->path, "weight", CLCNN_PARAM_WEIGHT, 4, ws) < 0 ||
-        (d->bias && clcnn_params_add(pl, n->path, "bias", CLCNN_PARAM_NO_DECAY, 1, bs) < 0))
+        (bias && clcnn_params_add(pl, n->path, "bias", CLCNN_PARAM_NO_DECAY, 1, bs) < 0))
         return clcnn_fail(e, CLCNN_ERR_SHAPE, "%s: too many parameter tensors", where);
-    n->conv = (clcnn_conv2d_shape){n->x.c,    n->x.h, n->x.w, d->out, d->kernel,
-                                   d->stride, d->pad, n->y.h, n->y.w, d->bias};
-    n->y.c = d->out;
-    n->flops = 2.0 * d->out * n->y.h * n->y.w * n->x.c * d->kernel * d->kernel;
+    n->conv = (clcnn_conv2d_shape){n->x.c,           n->x.h,        n->x.w, out,    K,
+                                   a[CONV_STRIDE].i, a[CONV_PAD].i, n->y.h, n->y.w, bias};
+    n->y.c = out;
+    n->flops = 2.0 * out * n->y.h * n->y.w * n->x.c * K * K;
     return CLCNN_SUCCESS;
 }
 
@@ -344,11 +337,12 @@ static clcnn_status conv_backward(const clcnn_node *n, const clcnn_io *io) {
  * takes direct+pool or winograd+pool) and the backward can follow (the fused node's row GEMM
  * for the weights, and its flipped direct or Winograd convolution for the input gradient). */
 static int conv_can_fuse(const clcnn_context *ctx, const clcnn_node *n, const clcnn_node *next) {
-    const clcnn_layer_desc *p = &next->d;
+    const clcnn_arg_value *p = next->d.arg;
     const clcnn_algo *dg = n->algo[CLCNN_PASS_DGRAD];
     (void)ctx;
-    return n->n_layers == 1 && next->d.kind == CLCNN_LAYER_MAXPOOL2D && p->kernel == 2 &&
-           p->stride == 2 && p->pad == 0 &&
+    return n->n_layers == 1 && next->d.kind == CLCNN_LAYER_MAXPOOL2D &&
+           p[CLCNN_WINDOW_KERNEL].i == 2 && p[CLCNN_WINDOW_STRIDE].i == 2 &&
+           p[CLCNN_WINDOW_PAD].i == 0 &&
            (n->algo[CLCNN_PASS_FORWARD]->flags & CLCNN_ALGO_FUSES_POOL) &&
            (!n->need_gx || (dg && (dg->flags & CLCNN_ALGO_FUSES_POOL)));
 }
