@@ -15,6 +15,7 @@ initialisations are PyTorch's, drawn in the spec's order, as in clcnn.
 | avgpool(K[,S[,P]]) (avgpool2d, ap)       | nn.AvgPool2d(K, S, P), count_include_pad=True |
 | globalavgpool / globalmaxpool            | nn.AdaptiveAvgPool2d(1) / AdaptiveMaxPool2d(1)|
 | relu / gelu                              | nn.ReLU() / nn.GELU()                         |
+| leakyrelu[(SLOPE)]                       | nn.LeakyReLU(SLOPE), default 0.01             |
 | bn(eps=E, momentum=M) (batchnorm, ...)   | nn.BatchNorm2d(C) on C x H x W, 1d on flat    |
 | dropout[(P)]                             | nn.Dropout(P)                                 |
 | scale(S) (mul with a number)             | Scale(S): x * S                               |
@@ -142,6 +143,8 @@ def _module(e, x):
         return simple[kind]()
     if kind == "dropout":
         return nn.Dropout(a["p"])
+    if kind == "leakyrelu":
+        return nn.LeakyReLU(a["slope"])
     if kind == "scale":
         return Scale(a["factor"])
     if kind in ("add", "cat", "mul"):

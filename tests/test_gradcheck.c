@@ -467,6 +467,44 @@ static void check_relu(void) {
     report("relu NaN as torch", "y, gx", ok ? 0.0 : 1.0, 0.0);
 }
 
+typedef struct leaky_case {
+    int n;
+    double *x, slope;
+} leaky_case;
+
+static void leakyrelu_fwd(double *y, void *ctx) {
+    leaky_case *r = ctx;
+    clcnn_ref_leakyrelu_forward(y, r->x, r->n, r->slope);
+}
+
+/* LeakyReLU, for PyTorch's default slope, a negative one and one above 1: FD away from the
+ * kink; at 0 and for NaN, PyTorch's choices (the slope's side; NaN passes, scaled). */
+static void check_leakyrelu(void) {
+    enum { n = 24 };
+    static const double slopes[] = {0.01, -0.3, 2.5};
+    double x[n], gy[n], y[n], gx[n];
+    for (int s = 0; s < 3; s++) {
+        leaky_case r = {n, x, slopes[s]};
+        for (int i = 0; i < n; i++) {
+            double u = urand();
+            x[i] = (u < 0 ? -0.1 : 0.1) + u;
+            gy[i] = urand();
+            gx[i] = 0.0;
+        }
+        leakyrelu_fwd(y, &r);
+        clcnn_ref_leakyrelu_backward(gx, gy, x, n, r.slope);
+        char name[40];
+        snprintf(name, sizeof name, "leakyrelu(%g) n24", r.slope);
+        report(name, "gx", fd_error(leakyrelu_fwd, &r, n, gy, x, gx, n), FD_TOL);
+    }
+    double xn[3] = {NAN, 0.0, 2.0}, yn[3], gn[3] = {0}, ones[3] = {1, 1, 1};
+    clcnn_ref_leakyrelu_forward(yn, xn, 3, 0.5);
+    clcnn_ref_leakyrelu_backward(gn, ones, xn, 3, 0.5);
+    int ok =
+        isnan(yn[0]) && yn[1] == 0.0 && yn[2] == 2.0 && gn[0] == 0.5 && gn[1] == 0.5 && gn[2] == 1;
+    report("leakyrelu 0 and NaN as torch", "y, gx", ok ? 0.0 : 1.0, 0.0);
+}
+
 static void gelu_fwd(double *y, void *ctx) {
     relu_case *r = ctx;
     clcnn_ref_gelu_forward(y, r->x, r->n);
@@ -999,6 +1037,7 @@ int main(int argc, char **argv) {
     check_bn(4, 3, 1, 1e-3);
     check_bn(1, 2, 6, 1e-5);
     check_bn_stats();
+    check_leakyrelu();
     check_gelu();
     check_dropout_hash();
     check_ce();

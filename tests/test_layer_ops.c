@@ -148,6 +148,11 @@ static const lo_case cases[] = {
     {"linear(33)", 40, 0, 0, 70, 1, IN_RANDOM, 0, 0},
     {"linear(4,bias=0)", 7, 0, 0, 3, 1, IN_RANDOM, 0, 0},
     {"linear(10,bias=0)", 33, 0, 0, 65, 0, IN_RANDOM, 0, 0},
+    /* leakyrelu: the default slope, exact zeros (gy * slope) and NaN; a negative slope; a
+     * slope above 1; flat input */
+    {"leakyrelu", 7, 11, 13, 1, 1, IN_SPECIAL, 0, 0},
+    {"leakyrelu(-0.3)", 3, 5, 4, 3, 1, IN_RANDOM, 0, 0},
+    {"leakyrelu(negative_slope=2.5)", 10, 0, 0, 4, 1, IN_TIES, 0, 0},
     /* gelu: NaN passes through; flat input */
     {"gelu", 3, 5, 7, 2, 1, IN_SPECIAL, 0, 0},
     {"gelu", 10, 0, 0, 4, 1, IN_RANDOM, 0, 0},
@@ -471,6 +476,10 @@ static void reference(lo_host *h, const lo_case *c) {
     case CLCNN_LAYER_LINEAR:
         clcnn_ref_linear_forward(h->y, x, w, b, N, n->x.c, n->y.c);
         clcnn_ref_linear_backward(gx, gw, gb, gy, x, w, N, n->x.c, n->y.c);
+        break;
+    case CLCNN_LAYER_LEAKYRELU:
+        clcnn_ref_leakyrelu_forward(h->y, x, N * plane, clcnn_spec_arg(d, "slope"));
+        clcnn_ref_leakyrelu_backward(h->gx[0], gy, x, N * plane, clcnn_spec_arg(d, "slope"));
         break;
     case CLCNN_LAYER_GELU:
         clcnn_ref_gelu_forward(h->y, x, N * plane);

@@ -165,6 +165,15 @@ def test_all_layers():
         check(str(m2) == str(m), "aliases/case/separators give the same modules")
 
 
+def test_leakyrelu():
+    m = clcnn_torch.build("conv(4,3) leakyrelu leakyrelu(negative_slope=-0.5) flatten fc(3)",
+                          1, 6, 6)
+    check([type(x) for x in m][1:3] == [nn.LeakyReLU, nn.LeakyReLU], "leakyrelu modules")
+    check(m[1].negative_slope == 0.01 and m[2].negative_slope == -0.5, "leakyrelu slopes")
+    x = torch.linspace(-2, 2, 16).reshape(1, 1, 4, 4)
+    check(torch.equal(m[2](x), torch.nn.functional.leaky_relu(x, -0.5)), "leakyrelu forward")
+
+
 def test_graph():
     """The graph form: every value as torch computes it from the same modules."""
     B = clcnn_torch
@@ -340,7 +349,7 @@ def find_idx(data, name):
 
 
 def crosscheck(clcnn, data, work):
-    """Trains ALL (every layer kind) for 60 steps with clcnn_train, loads its checkpoint into
+    """Trains ALL (every layer kind, a LeakyReLU too) for 60 steps with clcnn_train, loads its checkpoint into
     the module of ALL strictly, and evaluates the test set in PyTorch: clcnn's test accuracy
     and loss. Returns 77 when the data set is missing."""
     images = find_idx(data, "t10k-images-idx3-ubyte")
@@ -354,7 +363,10 @@ def crosscheck(clcnn, data, work):
         print(dev.stdout[-2000:])
         print("test_torch_builder: clcnn_train sees no OpenCL device; skipped")
         return 77
-    spec, ls, mean, std = ALL.replace("dropout linear", "dropout(0.1) linear"), 0.1, 0.286, 0.353
+    # ALL with a LeakyReLU for the head's ReLU (the same module names)
+    spec = ALL.replace("dropout linear", "dropout(0.1) linear").replace(
+        "linear(12) bn relu", "linear(12) bn leakyrelu(0.1)")
+    ls, mean, std = 0.1, 0.286, 0.353
     save, logs = os.path.join(work, "model"), os.path.join(work, "logs")
     cmd = [clcnn, "--data", data, "--model", spec, "--max-steps", "60", "--batch-size", "32",
            "--lr", "0.05", "--momentum", "0.9", "--label-smoothing", str(ls), "--normalize",
@@ -399,6 +411,7 @@ USAGE = """usage: %s                                  self-checks only
 def main(argv):
     test_presets()
     test_all_layers()
+    test_leakyrelu()
     test_graph()
     test_grammar()
     rc = 0

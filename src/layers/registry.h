@@ -35,7 +35,8 @@
     X(GLOBALMAXPOOL, globalmaxpool, K(globalmaxpool_forward) K(globalmaxpool_backward))        \
     X(ADD, add, )                                                                                  \
     X(CAT, cat, K(copy_slice))                                                                     \
-    X(MUL, mul, K(mul_bcast) K(mul_bcast_grad))
+    X(MUL, mul, K(mul_bcast) K(mul_bcast_grad))                                                   \
+    X(LEAKYRELU, leakyrelu, K(leakyrelu_forward) K(leakyrelu_backward))
 /* clang-format on */
 
 /* For CLCNN_LAYER_LIST's K when the kernels are not wanted. */

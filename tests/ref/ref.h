@@ -64,6 +64,12 @@ void clcnn_ref_relu_forward(double *y, const double *x, int n);
  * differs only in passing the gradient through where y is NaN. */
 void clcnn_ref_relu_backward(double *gx, const double *gy, const double *y, int n);
 
+/* LeakyReLU: y = x > 0 ? x : x * slope over n values (a NaN passes through); gx += x > 0 ? gy :
+ * gy * slope, from the input as PyTorch's leaky_relu_backward. */
+void clcnn_ref_leakyrelu_forward(double *y, const double *x, int n, double slope);
+void clcnn_ref_leakyrelu_backward(double *gx, const double *gy, const double *x, int n,
+                                  double slope);
+
 /* GELU, exact: y = x * Phi(x) over n values; gx += gy * (Phi(x) + x * phi(x)). */
 void clcnn_ref_gelu_forward(double *y, const double *x, int n);
 void clcnn_ref_gelu_backward(double *gx, const double *gy, const double *x, int n);
