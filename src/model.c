@@ -580,21 +580,22 @@ static clcnn_io node_io(const clcnn_model *m, int i, int n, int training) {
     for (int k = N->param0; k < N->param0 + N->n_params; k++)
         if (m->params[k].kind == CLCNN_PARAM_STAT && io.soff < 0) io.soff = (int)m->params[k].off;
     for (int s = 0; s < N->n_in; s++)
-        io.x[s] = m->act[N->in[s] + 1];
-    io.y = m->act[i + 1], io.gy = m->gact[i + 1];
+        io.x[s] = clcnn_tensor_of(m->act[N->in[s] + 1], n, &N->xs[s], 0);
+    io.y = clcnn_tensor_of(m->act[i + 1], n, &N->y, 0);
+    io.gy = clcnn_tensor_of(m->gact[i + 1], n, &N->y, 0);
     io.aux = b->aux, io.keep_col = b->keep_col, io.keep_pad = b->keep_pad;
     if (N->pad_to >= 0) {
         const clcnn_node *C = &m->nodes[N->pad_to];
-        io.ypad = m->bufs[N->pad_to].keep_pad, io.ypad_pad = C->conv.pad;
-        io.ypad_only = N->pad_only;
+        io.y_view = clcnn_tensor_of(m->bufs[N->pad_to].keep_pad, n, &N->y, C->views.x_halo);
+        io.y_view_only = N->pad_only;
     }
-    io.x_padded = N->x_padded;
+    io.x_in_view = N->x_padded;
     if (N->gpad_to >= 0) {
         const clcnn_node *G = &m->nodes[N->gpad_to];
-        io.gxpad = m->bufs[N->gpad_to].keep_gpad, io.gxpad_pad = G->ops->gy_pad(G);
-        io.gxpad_only = N->gpad_only;
+        io.gx_view = clcnn_tensor_of(m->bufs[N->gpad_to].keep_gpad, n, &N->x, G->views.gy_halo);
+        io.gx_view_only = N->gpad_only;
     }
-    io.keep_gpad = b->keep_gpad, io.gy_padded = N->gy_padded;
+    io.keep_gpad = b->keep_gpad, io.gy_in_view = N->gy_padded;
     io.ws = m->shared;
     io.N = n;
     io.training = training;
@@ -666,9 +667,9 @@ static clcnn_status backward(clcnn_model *m, int n) {
         if (is_view(N) || (!N->need_gx && N->n_params == 0)) continue;
         clcnn_io io = node_io(m, i, n, 1);
         for (int s = 0; s < N->n_in; s++)
-            io.gx[s] = grad_target(m, i, s, written, &add[s]);
+            io.gx[s] = clcnn_tensor_of(grad_target(m, i, s, written, &add[s]), n, &N->xs[s], 0);
         /* Weight gradient, plus the input gradient when it is needed: 1 or 2 forwards' work. */
-        clcnn_prof_section(ctx, N->label[1], N->flops * n * (io.gx[0] ? 2 : 1));
+        clcnn_prof_section(ctx, N->label[1], N->flops * n * (io.gx[0].buf ? 2 : 1));
         st = N->ops->backward(N, &io);
         for (int s = 0; s < N->n_in && !st; s++)
             if (add[s]) st = add_grad(m, N->in[s], s, n);

@@ -41,42 +41,43 @@ static void fuse(clcnn_model *m, int i, const clcnn_plan_force *force) {
             if (m->nodes[k].in[s] > i) m->nodes[k].in[s]--;
 }
 
-/* The padded hand-off: a node that keeps its input padded for the direct kernels (keep_pad; a
- * direct convolution) has it written there by its input's producer, in the producer's forward,
- * when the producer's layer can (writes_padded) and hands off to no other node: the separate
- * padding pass, a read and a write of the whole tensor, goes; where the convolution is the
- * output's only reader (its backward reads keep_pad), the producer writes only the padded copy.
- * The zeros around it are written once, when the buffer is allocated (model.c). Off with the
- * context's no_pad_handoff. */
+/* The padded hand-off: a node that keeps its input padded for the direct kernels (keep_pad, a
+ * view with a halo: its views.x_halo; a direct convolution) has it written there by its input's
+ * producer, in the producer's forward, when the producer can (views.writes_y) and hands off to
+ * no other node: the separate padding pass, a read and a write of the whole tensor, goes; where
+ * the convolution is the output's only reader (its backward reads keep_pad), the producer
+ * writes only the padded copy. The zeros around it are written once, when the buffer is
+ * allocated (model.c). Off with the context's no_pad_handoff. */
 static void plan_handoff(clcnn_model *m) {
     for (int j = 0; j < m->n_nodes; j++) {
         clcnn_node *c = &m->nodes[j];
         c->pad_to = c->gpad_to = -1, c->pad_only = c->x_padded = c->gy_padded = 0;
         c->gpad_only = 0;
+        c->views = (clcnn_views){.x_halo = -1, .gy_halo = -1};
+        if (c->ops->views) c->ops->views(c, &c->views);
     }
     if (m->ctx->no_pad_handoff) return;
     for (int j = 0; j < m->n_nodes; j++) {
         clcnn_node *c = &m->nodes[j];
         clcnn_node_ws ws = {0};
-        if (c->n_in != 1 || c->in[0] < 0) continue;
+        if (c->n_in != 1 || c->in[0] < 0 || c->views.x_halo < 0) continue;
         clcnn_node *p = &m->nodes[c->in[0]];
         if (p->pad_to >= 0 || (p->algo[CLCNN_PASS_FORWARD]->flags & CLCNN_ALGO_VIEW) ||
-            !p->ops->writes_padded || !p->ops->writes_padded(p))
+            !p->views.writes_y)
             continue;
         clcnn_node_workspace(m->ctx, c, 1, &ws);
         if (ws.keep_pad) p->pad_to = j, p->pad_only = only_link(m, c->in[0], j), c->x_padded = 1;
     }
-    /* the backward's: a node whose input gradient pass pads its output gradient (gy_pad) has it
-     * written padded by the backward of its output's only reader, when that layer can; only
-     * padded when the node reads its output gradient nowhere else (gy_padded_only) */
+    /* the backward's: a node whose input gradient pass pads its output gradient (views.gy_halo)
+     * has it written padded by the backward of its output's only reader, when that one can
+     * (views.writes_gx); only padded when the node reads its output gradient nowhere else
+     * (views.gy_only) */
     for (int j = 0; j + 1 < m->n_nodes; j++) {
         clcnn_node *c = &m->nodes[j], *r = NULL;
         for (int k = j + 1; k < m->n_nodes && !r; k++)
             if (only_link(m, j, k)) r = &m->nodes[k];
-        if (r && c->ops->gy_pad && c->ops->gy_pad(c) >= 0 && r->ops->writes_gx_padded &&
-            r->ops->writes_gx_padded(r))
-            r->gpad_to = j, c->gy_padded = 1,
-            r->gpad_only = c->ops->gy_padded_only && c->ops->gy_padded_only(c);
+        if (r && c->views.gy_halo >= 0 && r->views.writes_gx)
+            r->gpad_to = j, c->gy_padded = 1, r->gpad_only = c->views.gy_only;
     }
 }
 

@@ -720,9 +720,12 @@ static clcnn_io io_of(clcnn_context *ctx, const lo_host *h, const lo_case *c, co
                    .boff = -1};
     if (n->n_params > 0) io.woff = (int)h->par[n->param0].off;
     if (n->n_params > 1) io.boff = (int)h->par[n->param0 + 1].off;
-    for (int k = 0; k < h->n_in; k++)
-        io.x[k] = d->x[k], io.gx[k] = d->gx[k];
-    io.y = d->y, io.gy = d->gy;
+    const clcnn_shape *ys = h->fused ? &h->next.y : &n->y;
+    for (int k = 0; k < h->n_in; k++) {
+        io.x[k] = clcnn_tensor_of(d->x[k], N, &n->xs[k], 0);
+        io.gx[k] = clcnn_tensor_of(d->gx[k], N, &n->xs[k], 0);
+    }
+    io.y = clcnn_tensor_of(d->y, N, ys, 0), io.gy = clcnn_tensor_of(d->gy, N, ys, 0);
     io.aux = d->aux, io.keep_col = d->keep_col, io.keep_pad = d->keep_pad;
     io.ws = *use;
     io.N = N;
@@ -811,7 +814,7 @@ static void run_passes(const clcnn_node *n, const clcnn_io *io, const lo_host *h
     if (st) fail(r, "forward: %s: %s", clcnn_status_str(st), clcnn_context_errmsg(ctx));
     const clcnn_shape *ys = h->fused ? &h->next.y : &n->y;
     lo_tensor y = {"y", ys->flat ? 2 : 4, {io->N, ys->c, ys->h, ys->w}};
-    compare(ctx, r, &y, io->y, 0, h->y, h->ny);
+    compare(ctx, r, &y, io->y.buf, 0, h->y, h->ny);
     if (n->d.kind == CLCNN_LAYER_MAXPOOL2D || n->d.kind == CLCNN_LAYER_GLOBALMAXPOOL)
         compare_argmax(ctx, r, io->aux, h->am, h->ny);
     if (h->stref) {
@@ -839,7 +842,7 @@ static void run_passes(const clcnn_node *n, const clcnn_io *io, const lo_host *h
             snprintf(what, sizeof what, "gx%d", k);
         else
             snprintf(what, sizeof what, "gx");
-        if (gx_wanted(h, c, k)) compare(ctx, r, &x, io->gx[k], 0, h->gx[k], h->nx[k]);
+        if (gx_wanted(h, c, k)) compare(ctx, r, &x, io->gx[k].buf, 0, h->gx[k], h->nx[k]);
     }
 }
 

@@ -17,9 +17,9 @@ static clcnn_status avgpool_forward(const clcnn_node *n, const clcnn_io *io) {
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_avgpool_forward);
     int NC = io->N * n->x.c, zero = 0;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, io->y);
+    CLCNN_ARG(&a, io->y.buf);
     CLCNN_ARG(&a, zero);
-    CLCNN_ARG(&a, io->x[0]);
+    CLCNN_ARG(&a, io->x[0].buf);
     CLCNN_ARG(&a, zero);
     CLCNN_ARG(&a, NC);
     CLCNN_ARG(&a, n->x.h);
@@ -36,13 +36,13 @@ static clcnn_status avgpool_forward(const clcnn_node *n, const clcnn_io *io) {
  * (0 where none does: stride > K leaves gaps). */
 static clcnn_status avgpool_backward(const clcnn_node *n, const clcnn_io *io) {
     const clcnn_arg_value *w = n->d.arg;
-    if (!io->gx[0]) return CLCNN_SUCCESS;
+    if (!io->gx[0].buf) return CLCNN_SUCCESS;
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_avgpool_backward);
     int NC = io->N * n->x.c, zero = 0;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, io->gx[0]);
+    CLCNN_ARG(&a, io->gx[0].buf);
     CLCNN_ARG(&a, zero);
-    CLCNN_ARG(&a, io->gy);
+    CLCNN_ARG(&a, io->gy.buf);
     CLCNN_ARG(&a, zero);
     CLCNN_ARG(&a, NC);
     CLCNN_ARG(&a, n->x.h);

@@ -122,7 +122,7 @@ static clcnn_status bn_batch_stats(const clcnn_node *n, const clcnn_io *io) {
     clcnn_status st;
     clcnn_args a = {kp->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, io->col);
-    CLCNN_ARG(&a, io->x[0]);
+    CLCNN_ARG(&a, io->x[0].buf);
     CLCNN_ARG(&a, N);
     CLCNN_ARG(&a, C);
     CLCNN_ARG(&a, HW);
@@ -150,8 +150,8 @@ static clcnn_status bn_normalise(const clcnn_node *n, const clcnn_io *io, int ru
     int N = io->N, C = n->x.c, HW = n->x.h * n->x.w, relu = n->n_layers == 2;
     float eps = (float)n->d.arg[BN_ARG_EPS].r;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, io->y);
-    CLCNN_ARG(&a, io->x[0]);
+    CLCNN_ARG(&a, io->y.buf);
+    CLCNN_ARG(&a, io->x[0].buf);
     CLCNN_ARG(&a, io->keep_col);
     CLCNN_ARG(&a, io->stats);
     CLCNN_ARG(&a, io->soff);
@@ -165,11 +165,12 @@ static clcnn_status bn_normalise(const clcnn_node *n, const clcnn_io *io, int ru
     CLCNN_ARG(&a, eps);
     CLCNN_ARG(&a, relu);
     /* the padded hand-off: the output also into the next convolution's padded input */
-    cl_mem yp = io->ypad ? io->ypad : io->y;
-    int hand = io->ypad ? io->ypad_pad : -1, h = n->x.flat ? 1 : n->x.h, w = n->x.flat ? 1 : n->x.w;
+    cl_mem yp = io->y_view.buf ? io->y_view.buf : io->y.buf;
+    int hand = io->y_view.buf ? io->y_view.halo : -1, h = n->x.flat ? 1 : n->x.h,
+        w = n->x.flat ? 1 : n->x.w;
     CLCNN_ARG(&a, yp);
     CLCNN_ARG(&a, hand);
-    CLCNN_ARG(&a, io->ypad_only);
+    CLCNN_ARG(&a, io->y_view_only);
     CLCNN_ARG(&a, h);
     CLCNN_ARG(&a, w);
     return bn_launch(io->ctx, k, &a, (size_t)N * C);
@@ -208,8 +209,8 @@ static clcnn_status bn_param_grads(const clcnn_node *n, const clcnn_io *io, int 
     clcnn_status st;
     clcnn_args a = {kp->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, io->col);
-    CLCNN_ARG(&a, io->gy);
-    CLCNN_ARG(&a, io->x[0]);
+    CLCNN_ARG(&a, io->gy.buf);
+    CLCNN_ARG(&a, io->x[0].buf);
     CLCNN_ARG(&a, io->keep_col);
     CLCNN_ARG(&a, N);
     CLCNN_ARG(&a, C);
@@ -244,12 +245,12 @@ static clcnn_status bn_backward(const clcnn_node *n, const clcnn_io *io) {
     int coff = 2 * G * C, relu = n->n_layers == 2;
     clcnn_status st;
     if ((st = bn_param_grads(n, io, coff))) return st;
-    if (!io->gx[0]) return CLCNN_SUCCESS;
+    if (!io->gx[0].buf) return CLCNN_SUCCESS;
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_bn_backward_apply);
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, io->gx[0]);
-    CLCNN_ARG(&a, io->gy);
-    CLCNN_ARG(&a, io->x[0]);
+    CLCNN_ARG(&a, io->gx[0].buf);
+    CLCNN_ARG(&a, io->gy.buf);
+    CLCNN_ARG(&a, io->x[0].buf);
     CLCNN_ARG(&a, io->keep_col);
     CLCNN_ARG(&a, io->col);
     CLCNN_ARG(&a, coff);
@@ -261,12 +262,12 @@ static clcnn_status bn_backward(const clcnn_node *n, const clcnn_io *io) {
     CLCNN_ARG(&a, io->boff);
     CLCNN_ARG(&a, relu);
     /* the backward's hand-off: gx also padded into the producer's input-gradient buffer */
-    cl_mem gp = io->gxpad ? io->gxpad : io->gx[0];
-    int hand = io->gxpad ? io->gxpad_pad : -1, h = n->x.flat ? 1 : n->x.h,
+    cl_mem gp = io->gx_view.buf ? io->gx_view.buf : io->gx[0].buf;
+    int hand = io->gx_view.buf ? io->gx_view.halo : -1, h = n->x.flat ? 1 : n->x.h,
         w = n->x.flat ? 1 : n->x.w;
     CLCNN_ARG(&a, gp);
     CLCNN_ARG(&a, hand);
-    CLCNN_ARG(&a, io->gxpad_only);
+    CLCNN_ARG(&a, io->gx_view_only);
     CLCNN_ARG(&a, h);
     CLCNN_ARG(&a, w);
     return bn_launch(io->ctx, k, &a, (size_t)N * C);
@@ -280,8 +281,8 @@ static int bn_can_fuse(const clcnn_context *ctx, const clcnn_node *n, const clcn
 
 /* bn_forward_apply writes the output also into the next convolution's padded input, and
  * bn_backward_apply the input gradient into the previous one's padded gradient. */
-static int bn_writes_padded(const clcnn_node *n) {
-    return !n->x.flat;
+static void bn_views(const clcnn_node *n, clcnn_views *v) {
+    v->writes_y = v->writes_gx = !n->x.flat;
 }
 
 const clcnn_layer_ops clcnn_bn_ops = {
@@ -294,7 +295,6 @@ const clcnn_layer_ops clcnn_bn_ops = {
     .workspace = bn_workspace,
     .forward = bn_forward,
     .backward = bn_backward,
-    .writes_padded = bn_writes_padded,
-    .writes_gx_padded = bn_writes_padded,
+    .views = bn_views,
     .backward_reads = clcnn_reads_x,
 };

@@ -63,7 +63,7 @@ static clcnn_status copy_slice(const clcnn_node *n, const clcnn_io *io, int k, i
 static clcnn_status cat_forward(const clcnn_node *n, const clcnn_io *io) {
     clcnn_status st = CLCNN_SUCCESS;
     for (int k = 0, off = 0; k < n->n_in && !st; k++) {
-        st = copy_slice(n, io, k, off, 1, io->x[k], io->y);
+        st = copy_slice(n, io, k, off, 1, io->x[k].buf, io->y.buf);
         off += n->xs[k].c * n->xs[k].h * n->xs[k].w;
     }
     return st;
@@ -72,7 +72,7 @@ static clcnn_status cat_forward(const clcnn_node *n, const clcnn_io *io) {
 static clcnn_status cat_backward(const clcnn_node *n, const clcnn_io *io) {
     clcnn_status st = CLCNN_SUCCESS;
     for (int k = 0, off = 0; k < n->n_in && !st; k++) {
-        if (io->gx[k]) st = copy_slice(n, io, k, off, 0, io->gx[k], io->gy);
+        if (io->gx[k].buf) st = copy_slice(n, io, k, off, 0, io->gx[k].buf, io->gy.buf);
         off += n->xs[k].c * n->xs[k].h * n->xs[k].w;
     }
     return st;

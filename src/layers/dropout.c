@@ -52,11 +52,11 @@ static clcnn_status dropout_run(const clcnn_node *n, const clcnn_io *io, cl_mem 
 }
 
 static clcnn_status dropout_forward(const clcnn_node *n, const clcnn_io *io) {
-    return dropout_run(n, io, io->y, io->x[0]);
+    return dropout_run(n, io, io->y.buf, io->x[0].buf);
 }
 
 static clcnn_status dropout_backward(const clcnn_node *n, const clcnn_io *io) {
-    return io->gx[0] ? dropout_run(n, io, io->gx[0], io->gy) : CLCNN_SUCCESS;
+    return io->gx[0].buf ? dropout_run(n, io, io->gx[0].buf, io->gy.buf) : CLCNN_SUCCESS;
 }
 
 const clcnn_layer_ops clcnn_dropout_ops = {

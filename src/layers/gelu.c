@@ -10,20 +10,20 @@ static clcnn_status gelu_forward(const clcnn_node *n, const clcnn_io *io) {
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_gelu_forward);
     int count = io->N * n->x.c * n->x.h * n->x.w;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, io->y);
-    CLCNN_ARG(&a, io->x[0]);
+    CLCNN_ARG(&a, io->y.buf);
+    CLCNN_ARG(&a, io->x[0].buf);
     CLCNN_ARG(&a, count);
     return clcnn_launch1d(io->ctx, k, &a, (size_t)count);
 }
 
 static clcnn_status gelu_backward(const clcnn_node *n, const clcnn_io *io) {
-    if (!io->gx[0]) return CLCNN_SUCCESS;
+    if (!io->gx[0].buf) return CLCNN_SUCCESS;
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_gelu_backward);
     int count = io->N * n->x.c * n->x.h * n->x.w;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, io->gx[0]);
-    CLCNN_ARG(&a, io->gy);
-    CLCNN_ARG(&a, io->x[0]);
+    CLCNN_ARG(&a, io->gx[0].buf);
+    CLCNN_ARG(&a, io->gy.buf);
+    CLCNN_ARG(&a, io->x[0].buf);
     CLCNN_ARG(&a, count);
     return clcnn_launch1d(io->ctx, k, &a, (size_t)count);
 }

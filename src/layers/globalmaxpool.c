@@ -13,10 +13,10 @@ static clcnn_status globalmaxpool_forward(const clcnn_node *n, const clcnn_io *i
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_globalmaxpool_forward);
     int NC = io->N * n->x.c, HW = n->x.h * n->x.w, zero = 0;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, io->y);
+    CLCNN_ARG(&a, io->y.buf);
     CLCNN_ARG(&a, zero);
     CLCNN_ARG(&a, io->aux);
-    CLCNN_ARG(&a, io->x[0]);
+    CLCNN_ARG(&a, io->x[0].buf);
     CLCNN_ARG(&a, zero);
     CLCNN_ARG(&a, NC);
     CLCNN_ARG(&a, HW);
@@ -25,13 +25,13 @@ static clcnn_status globalmaxpool_forward(const clcnn_node *n, const clcnn_io *i
 
 /* gx (N, C, H, W) = gy (N, C, 1, 1) at each plane's argmax, zeros elsewhere. */
 static clcnn_status globalmaxpool_backward(const clcnn_node *n, const clcnn_io *io) {
-    if (!io->gx[0]) return CLCNN_SUCCESS;
+    if (!io->gx[0].buf) return CLCNN_SUCCESS;
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_globalmaxpool_backward);
     int NC = io->N * n->x.c, HW = n->x.h * n->x.w, chunks = (HW + 15) / 16, zero = 0;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, io->gx[0]);
+    CLCNN_ARG(&a, io->gx[0].buf);
     CLCNN_ARG(&a, zero);
-    CLCNN_ARG(&a, io->gy);
+    CLCNN_ARG(&a, io->gy.buf);
     CLCNN_ARG(&a, zero);
     CLCNN_ARG(&a, io->aux);
     CLCNN_ARG(&a, NC);

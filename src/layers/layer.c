@@ -221,3 +221,13 @@ unsigned clcnn_reads_y(const clcnn_node *n) {
     (void)n;
     return CLCNN_READS_Y;
 }
+
+clcnn_tensor clcnn_tensor_of(cl_mem buf, int n, const clcnn_shape *s, int halo) {
+    clcnn_tensor t = {0};
+    if (!buf) return t;
+    size_t hp = (size_t)s->h + 2 * (size_t)halo, wp = (size_t)s->w + 2 * (size_t)halo;
+    t.buf = buf, t.n = n, t.c = s->c, t.h = s->h, t.w = s->w, t.halo = halo;
+    t.sh = wp, t.sc = hp * wp, t.sn = (size_t)s->c * hp * wp;
+    t.off = (size_t)halo * wp + (size_t)halo;
+    return t;
+}

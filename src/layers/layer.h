@@ -5,9 +5,9 @@
  * passes. The model (src/model.c) builds a graph of nodes from the spec, asks each node's ops
  * for its plan, sizes the buffers from it and runs the passes; it knows nothing of any kind.
  *
- * Buffers are device memory with element offsets 0; a node's passes see them through
- * clcnn_io. Backward passes overwrite the gradients they produce (each step starts from zero,
- * as after PyTorch's zero_grad); a NULL gx[i] skips that input gradient. */
+ * A node's passes see its values as tensors (clcnn_tensor, dense at offset 0) and its buffers
+ * through clcnn_io. Backward passes overwrite the gradients they produce (each step starts from
+ * zero, as after PyTorch's zero_grad); a NULL gx[i] skips that input gradient. */
 #ifndef CLCNN_LAYERS_LAYER_H
 #define CLCNN_LAYERS_LAYER_H
 
@@ -29,7 +29,7 @@ enum {
     CLCNN_ALGO_PADDED_X = 1 << 1,      /* reads a zero-padded copy of the input (xpad; a
                                           forward keeps it in keep_pad, for the backward) */
     CLCNN_ALGO_WRITES_PADDED = 1 << 2, /* forward: can write its output also zero-padded into a
-                                          consumer's keep_pad (io->ypad) */
+                                          consumer's keep_pad (io->y_view) */
     CLCNN_ALGO_FUSES_POOL = 1 << 3,    /* forward: a MaxPool2d(2) after it can ride in its
                                           store; input gradient: the fused node's backward
                                           has its counterpart */
@@ -83,6 +83,33 @@ enum { CLCNN_MAX_ALGOS = 8 };
 typedef struct clcnn_shape {
     int c, h, w, flat;
 } clcnn_shape;
+
+/* A tensor a pass reads or writes: a buffer and where in it the N x C x H x W values lie
+ * (ggml's ne[] and nb[]). A value of the graph is dense at offset 0. A view with a halo is a
+ * zero-padded copy: planes of (H + 2 halo) x (W + 2 halo) floats with the values inside and
+ * the zeros around them, written once when its buffer is made; the padded hand-off passes one
+ * from a consumer to its producer, and kernels that take one read its buffer and halo. */
+typedef struct clcnn_tensor {
+    cl_mem buf;        /* NULL: absent (a gradient nothing needs, no view) */
+    size_t off;        /* element offset of value (0, 0, 0, 0) */
+    int n, c, h, w;    /* a flat value is (n, features, 1, 1) */
+    size_t sn, sc, sh; /* strides in elements of a sample, a channel and a row (a column: 1) */
+    int halo;          /* rows of zeros above and below each plane, columns left and right */
+} clcnn_tensor;
+
+/* The tensor of n samples of shape s in buf with a halo of `halo` around each plane (0: a dense
+ * value); buf NULL gives an absent tensor. */
+clcnn_tensor clcnn_tensor_of(cl_mem buf, int n, const clcnn_shape *s, int halo);
+
+/* What a node's passes can do with views that have a halo (the padded hand-off), as its plan
+ * stands (clcnn_layer_ops.views). */
+typedef struct clcnn_views {
+    int writes_y;  /* its forward can also write its output into a consumer's view */
+    int writes_gx; /* its backward can also write its input gradient into a producer's view */
+    int x_halo;    /* the halo of the padded copy of x[0] its forward keeps (keep_pad); -1: none */
+    int gy_halo;   /* the halo its input-gradient pass wants around gy; -1: none */
+    int gy_only;   /* given gy in a view (keep_gpad), its backward reads gy only there */
+} clcnn_views;
 
 /* The shape of one convolution, derived from its node. */
 typedef struct clcnn_conv2d_shape {
@@ -144,16 +171,17 @@ typedef struct clcnn_node {
     int param0, n_params;             /* its parameters: params[param0 .. param0 + n_params) */
     int need_gx;                      /* whether some node before it has parameters */
     const clcnn_algo *algo[CLCNN_PASS_COUNT]; /* the row each pass takes; NULL: it does not run */
-    /* The padded hand-off (plan.c): pad_to is the node whose kept padded input (keep_pad) this
-     * node's forward writes as well as its output (-1: none), pad_only that it writes only
-     * that (the consumer is the output's only reader); x_padded says that the node's keep_pad
-     * is written so by its input's producer, and its forward pads nothing. */
+    clcnn_views views; /* what its passes can do with views (plan.c, from its layer's views) */
+    /* The padded hand-off (plan.c): pad_to is the node into whose kept padded input (keep_pad,
+     * a view with its x_halo) this node's forward writes its output as well (-1: none),
+     * pad_only that it writes only there (that node is the output's only reader); x_padded says
+     * that the node's keep_pad is written so by its input's producer, and its forward pads
+     * nothing. */
     int pad_to, pad_only, x_padded;
-    /* The same in the backward: gpad_to is the node whose output gradient this node's backward
-     * writes also zero-padded, as that node's input-gradient convolution reads it, into that
-     * node's keep_gpad (-1: none), gpad_only that it writes only that (that node's backward
-     * reads its output gradient nowhere else); gy_padded says that the node's keep_gpad is so
-     * written. */
+    /* The same in the backward: gpad_to is the node into whose keep_gpad (a view with its
+     * gy_halo) this node's backward writes its input gradient as well (-1: none), gpad_only
+     * that it writes only there (that node's backward reads its output gradient nowhere else);
+     * gy_padded says that the node's keep_gpad is so written. */
     int gpad_to, gpad_only, gy_padded;
     clcnn_conv2d_shape conv; /* convolution nodes */
     double flops;            /* forward multiply-adds x 2 per sample */
@@ -169,20 +197,18 @@ typedef struct clcnn_io {
     cl_mem col, rows, xpad, wflip; /* shared scratch, sized by the plan */
     cl_mem params, grads;
     int woff, boff;
-    cl_mem x[CLCNN_MAX_INPUTS], gx[CLCNN_MAX_INPUTS]; /* gx[i] NULL: not needed */
-    cl_mem y, gy;
-    cl_mem aux, keep_col, keep_pad;
-    /* The padded hand-off: the forward writes y also into ypad (a consumer's keep_pad),
-     * zero-padded by ypad_pad on each side as pad_input leaves it, the zeros already there
-     * (ypad NULL: no hand-off), and with ypad_only there alone (nothing reads y); x_padded:
-     * keep_pad already holds x[0] so padded. */
-    cl_mem ypad;
-    int ypad_pad, ypad_only, x_padded;
-    /* The backward's hand-off: gx[0] also into gxpad zero-padded by gxpad_pad (gxpad NULL:
-     * none), and with gxpad_only there alone (nothing reads gx[0]); gy_padded: keep_gpad
-     * already holds gy so padded. */
-    cl_mem gxpad, keep_gpad;
-    int gxpad_pad, gxpad_only, gy_padded;
+    clcnn_tensor x[CLCNN_MAX_INPUTS], gx[CLCNN_MAX_INPUTS]; /* gx[i].buf NULL: not needed */
+    clcnn_tensor y, gy;
+    cl_mem aux, keep_col, keep_pad, keep_gpad;
+    /* The padded hand-off, as views with a halo: the forward writes its output also into
+     * y_view (a consumer's keep_pad; buf NULL: no hand-off), or with y_view_only there alone
+     * (nothing reads y); x_in_view: the producer wrote x[0] into this node's keep_pad so. */
+    clcnn_tensor y_view;
+    int y_view_only, x_in_view;
+    /* The backward's: gx[0] also into gx_view (a producer's keep_gpad; buf NULL: none), with
+     * gx_view_only there alone (nothing reads gx[0]); gy_in_view: keep_gpad holds gy so. */
+    clcnn_tensor gx_view;
+    int gx_view_only, gy_in_view;
     clcnn_node_ws ws; /* what was allocated for this batch */
     int N;
     int training; /* 1: a training step; 0: evaluation or prediction (PyTorch's model.eval()) */
@@ -247,18 +273,9 @@ typedef struct clcnn_layer_ops {
      * those alive through the backward; a value no backward reads shares its memory once its
      * last reader's forward is done. NULL: both (always safe). */
     unsigned (*backward_reads)(const clcnn_node *n);
-    /* Whether n's forward, under its plan, can also write its output zero-padded into a
-     * consumer's kept padded input (io->ypad); NULL: never. */
-    int (*writes_padded)(const clcnn_node *n);
-    /* Whether n's backward can also write its input gradient zero-padded into a producer's
-     * keep_gpad (io->gxpad); NULL: never. */
-    int (*writes_gx_padded)(const clcnn_node *n);
-    /* The zero padding that n's input-gradient pass wants around its output gradient when it
-     * is handed over padded (keep_gpad), or -1 when it takes none; NULL: -1. */
-    int (*gy_pad)(const clcnn_node *n);
-    /* Whether n's backward, its output gradient handed over padded (gy_pad), reads it there
-     * alone, so that the producer need not write the plain copy; NULL: never. */
-    int (*gy_padded_only)(const clcnn_node *n);
+    /* What n's passes, under its plan, can do with views that have a halo (v arrives with
+     * nothing: 0 and halos -1); NULL: nothing. */
+    void (*views)(const clcnn_node *n, clcnn_views *v);
 } clcnn_layer_ops;
 
 enum { CLCNN_READS_X = 1, CLCNN_READS_Y = 2 };

@@ -23,8 +23,8 @@ static clcnn_status leakyrelu_forward(const clcnn_node *n, const clcnn_io *io) {
     int count = io->N * n->x.c * n->x.h * n->x.w;
     float slope = (float)n->d.arg[0].r;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, io->y);
-    CLCNN_ARG(&a, io->x[0]);
+    CLCNN_ARG(&a, io->y.buf);
+    CLCNN_ARG(&a, io->x[0].buf);
     CLCNN_ARG(&a, slope);
     CLCNN_ARG(&a, count);
     return clcnn_launch1d(io->ctx, k, &a, (size_t)count);
@@ -32,14 +32,14 @@ static clcnn_status leakyrelu_forward(const clcnn_node *n, const clcnn_io *io) {
 
 /* gx = x > 0 ? gy : gy * slope, from the layer's input x. */
 static clcnn_status leakyrelu_backward(const clcnn_node *n, const clcnn_io *io) {
-    if (!io->gx[0]) return CLCNN_SUCCESS;
+    if (!io->gx[0].buf) return CLCNN_SUCCESS;
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_leakyrelu_backward);
     int count = io->N * n->x.c * n->x.h * n->x.w;
     float slope = (float)n->d.arg[0].r;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, io->gx[0]);
-    CLCNN_ARG(&a, io->gy);
-    CLCNN_ARG(&a, io->x[0]);
+    CLCNN_ARG(&a, io->gx[0].buf);
+    CLCNN_ARG(&a, io->gy.buf);
+    CLCNN_ARG(&a, io->x[0].buf);
     CLCNN_ARG(&a, slope);
     CLCNN_ARG(&a, count);
     return clcnn_launch1d(io->ctx, k, &a, (size_t)count);

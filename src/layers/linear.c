@@ -40,12 +40,12 @@ static clcnn_status linear_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e
 /* y (N, OUT) = x (N, IN) w^T + b */
 static clcnn_status linear_forward(const clcnn_node *n, const clcnn_io *io) {
     int N = io->N, IN = n->x.c, OUT = n->y.c, zero = 0, one = 1;
-    clcnn_status st = clcnn_gemm(io->ctx, 0, 1, N, OUT, IN, 1.0f, io->x[0], 0, IN, io->params,
-                                 (size_t)io->woff, IN, 0.0f, io->y, 0, OUT);
+    clcnn_status st = clcnn_gemm(io->ctx, 0, 1, N, OUT, IN, 1.0f, io->x[0].buf, 0, IN, io->params,
+                                 (size_t)io->woff, IN, 0.0f, io->y.buf, 0, OUT);
     if (st || io->boff < 0) return st;
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_bias_add);
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, io->y);
+    CLCNN_ARG(&a, io->y.buf);
     CLCNN_ARG(&a, zero);
     CLCNN_ARG(&a, io->params);
     CLCNN_ARG(&a, io->boff);
@@ -58,14 +58,15 @@ static clcnn_status linear_forward(const clcnn_node *n, const clcnn_io *io) {
 /* gw (OUT, IN) = gy^T x, gb = column sums of gy, gx (N, IN) = gy w */
 static clcnn_status linear_backward(const clcnn_node *n, const clcnn_io *io) {
     int N = io->N, IN = n->x.c, OUT = n->y.c;
-    clcnn_status st = clcnn_gemm(io->ctx, 1, 0, OUT, IN, N, 1.0f, io->gy, 0, OUT, io->x[0], 0, IN,
-                                 0.0f, io->grads, (size_t)io->woff, IN);
+    clcnn_status st = clcnn_gemm(io->ctx, 1, 0, OUT, IN, N, 1.0f, io->gy.buf, 0, OUT, io->x[0].buf,
+                                 0, IN, 0.0f, io->grads, (size_t)io->woff, IN);
     if (st) return st;
-    if (io->boff >= 0 && (st = clcnn_bias_grad(io->ctx, io->grads, io->boff, io->gy, 0, N, OUT, 1)))
+    if (io->boff >= 0 &&
+        (st = clcnn_bias_grad(io->ctx, io->grads, io->boff, io->gy.buf, 0, N, OUT, 1)))
         return st;
-    if (!io->gx[0]) return CLCNN_SUCCESS;
-    return clcnn_gemm(io->ctx, 0, 0, N, IN, OUT, 1.0f, io->gy, 0, OUT, io->params, (size_t)io->woff,
-                      IN, 0.0f, io->gx[0], 0, IN);
+    if (!io->gx[0].buf) return CLCNN_SUCCESS;
+    return clcnn_gemm(io->ctx, 0, 0, N, IN, OUT, 1.0f, io->gy.buf, 0, OUT, io->params,
+                      (size_t)io->woff, IN, 0.0f, io->gx[0].buf, 0, IN);
 }
 
 const clcnn_layer_ops clcnn_linear_ops = {

@@ -68,8 +68,8 @@ static clcnn_status pool_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem 
                                  int xoff, int NC, int H, int W, int K, int stride, int pad, int OH,
                                  int OW, const clcnn_io *io) {
     /* the padded hand-off (cl/maxpool2d.cl): the output also into the next convolution's input */
-    cl_mem yp = io->ypad ? io->ypad : y;
-    int hand = io->ypad ? io->ypad_pad : -1, only = hand >= 0 && io->ypad_only;
+    cl_mem yp = io->y_view.buf ? io->y_view.buf : y;
+    int hand = io->y_view.buf ? io->y_view.halo : -1, only = hand >= 0 && io->y_view_only;
     if (K == 2 && stride == 2 && pad == 0) {
         int rows = OW >= 4; /* maxpool2_forward: a row per work-item; _px: an output each */
         clcnn_kern *k2 =
@@ -85,7 +85,7 @@ static clcnn_status pool_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem 
         CLCNN_ARG(&a, W);
         CLCNN_ARG(&a, OH);
         CLCNN_ARG(&a, OW);
-        CLCNN_ASSERT(rows || !io->ypad); /* maxpool_writes_padded */
+        CLCNN_ASSERT(rows || !io->y_view.buf); /* maxpool_views */
         if (rows) {
             CLCNN_ARG(&a, yp);
             CLCNN_ARG(&a, hand);
@@ -93,7 +93,7 @@ static clcnn_status pool_forward(clcnn_context *ctx, cl_mem y, int yoff, cl_mem 
         }
         return clcnn_launch1d(ctx, k2, &a, (size_t)NC * OH * (rows ? 1 : (size_t)OW));
     }
-    CLCNN_ASSERT(!io->ypad);
+    CLCNN_ASSERT(!io->y_view.buf);
     clcnn_kern *k = clcnn_kernel(ctx, CLCNN_K_maxpool_forward);
     clcnn_args a = {k->k, 0, CL_SUCCESS};
     CLCNN_ARG(&a, y);
@@ -176,18 +176,18 @@ static clcnn_status pool_backward(clcnn_context *ctx, cl_mem gx, int gxoff, cl_m
 /* y, argmax (N, C, OH, OW) from x (N, C, H, W). */
 static clcnn_status maxpool_forward(const clcnn_node *n, const clcnn_io *io) {
     const clcnn_arg_value *a = n->d.arg;
-    return pool_forward(io->ctx, io->y, 0, io->aux, io->x[0], 0, io->N * n->x.c, n->x.h, n->x.w,
-                        a[CLCNN_WINDOW_KERNEL].i, a[CLCNN_WINDOW_STRIDE].i, a[CLCNN_WINDOW_PAD].i,
-                        n->y.h, n->y.w, io);
+    return pool_forward(io->ctx, io->y.buf, 0, io->aux, io->x[0].buf, 0, io->N * n->x.c, n->x.h,
+                        n->x.w, a[CLCNN_WINDOW_KERNEL].i, a[CLCNN_WINDOW_STRIDE].i,
+                        a[CLCNN_WINDOW_PAD].i, n->y.h, n->y.w, io);
 }
 
 /* gx (N, C, H, W) from gy through the argmax; overlapping windows accumulate. */
 static clcnn_status maxpool_backward(const clcnn_node *n, const clcnn_io *io) {
     const clcnn_arg_value *a = n->d.arg;
-    if (!io->gx[0]) return CLCNN_SUCCESS;
-    return pool_backward(io->ctx, io->gx[0], 0, io->gy, 0, io->aux, io->N * n->x.c, n->x.h, n->x.w,
-                         a[CLCNN_WINDOW_KERNEL].i, a[CLCNN_WINDOW_STRIDE].i, a[CLCNN_WINDOW_PAD].i,
-                         n->y.h, n->y.w);
+    if (!io->gx[0].buf) return CLCNN_SUCCESS;
+    return pool_backward(io->ctx, io->gx[0].buf, 0, io->gy.buf, 0, io->aux, io->N * n->x.c, n->x.h,
+                         n->x.w, a[CLCNN_WINDOW_KERNEL].i, a[CLCNN_WINDOW_STRIDE].i,
+                         a[CLCNN_WINDOW_PAD].i, n->y.h, n->y.w);
 }
 
 static void maxpool_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
@@ -198,10 +198,10 @@ static void maxpool_workspace(const clcnn_context *ctx, const clcnn_node *n, int
 
 /* maxpool2_forward (2x2 windows, rows of 4 or more) writes the output also into the next
  * convolution's padded input. */
-static int maxpool_writes_padded(const clcnn_node *n) {
+static void maxpool_views(const clcnn_node *n, clcnn_views *v) {
     const clcnn_arg_value *a = n->d.arg;
-    return a[CLCNN_WINDOW_KERNEL].i == 2 && a[CLCNN_WINDOW_STRIDE].i == 2 &&
-           a[CLCNN_WINDOW_PAD].i == 0 && n->y.w >= 4;
+    v->writes_y = a[CLCNN_WINDOW_KERNEL].i == 2 && a[CLCNN_WINDOW_STRIDE].i == 2 &&
+                  a[CLCNN_WINDOW_PAD].i == 0 && n->y.w >= 4;
 }
 
 const clcnn_layer_ops clcnn_maxpool2d_ops = {
@@ -211,6 +211,6 @@ const clcnn_layer_ops clcnn_maxpool2d_ops = {
     .workspace = maxpool_workspace,
     .forward = maxpool_forward,
     .backward = maxpool_backward,
-    .writes_padded = maxpool_writes_padded,
+    .views = maxpool_views,
     .backward_reads = clcnn_reads_nothing,
 };

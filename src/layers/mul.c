@@ -52,7 +52,7 @@ static clcnn_status mul_forward(const clcnn_node *n, const clcnn_io *io) {
     int big = mul_big(n), small = 1 - big;
     const clcnn_shape *s = &n->xs[small];
     int count = io->N * n->y.c * n->y.h * n->y.w, hw = n->y.h * n->y.w / (s->h * s->w);
-    return mul_run(io, io->y, io->x[big], io->x[small], hw, count);
+    return mul_run(io, io->y.buf, io->x[big].buf, io->x[small].buf, hw, count);
 }
 
 /* g_big = gy * small (broadcast); g_small = gy * big, summed over each plane when it is the
@@ -62,15 +62,15 @@ static clcnn_status mul_backward(const clcnn_node *n, const clcnn_io *io) {
     const clcnn_shape *s = &n->xs[small];
     int count = io->N * n->y.c * n->y.h * n->y.w, hw = n->y.h * n->y.w / (s->h * s->w);
     clcnn_status st = CLCNN_SUCCESS;
-    if (io->gx[big]) st = mul_run(io, io->gx[big], io->gy, io->x[small], hw, count);
-    if (st || !io->gx[small]) return st;
-    if (hw == 1) return mul_run(io, io->gx[small], io->gy, io->x[big], 1, count);
+    if (io->gx[big].buf) st = mul_run(io, io->gx[big].buf, io->gy.buf, io->x[small].buf, hw, count);
+    if (st || !io->gx[small].buf) return st;
+    if (hw == 1) return mul_run(io, io->gx[small].buf, io->gy.buf, io->x[big].buf, 1, count);
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_mul_bcast_grad);
     int planes = count / hw;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, io->gx[small]);
-    CLCNN_ARG(&a, io->gy);
-    CLCNN_ARG(&a, io->x[big]);
+    CLCNN_ARG(&a, io->gx[small].buf);
+    CLCNN_ARG(&a, io->gy.buf);
+    CLCNN_ARG(&a, io->x[big].buf);
     CLCNN_ARG(&a, hw);
     CLCNN_ARG(&a, planes);
     return clcnn_launch1d(io->ctx, k, &a, (size_t)planes);

@@ -10,9 +10,9 @@ static clcnn_status relu_forward(const clcnn_node *n, const clcnn_io *io) {
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_relu_forward);
     int count = io->N * n->x.c * n->x.h * n->x.w, zero = 0;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, io->y);
+    CLCNN_ARG(&a, io->y.buf);
     CLCNN_ARG(&a, zero);
-    CLCNN_ARG(&a, io->x[0]);
+    CLCNN_ARG(&a, io->x[0].buf);
     CLCNN_ARG(&a, zero);
     CLCNN_ARG(&a, count);
     return clcnn_launch1d(io->ctx, k, &a, (size_t)count);
@@ -20,15 +20,15 @@ static clcnn_status relu_forward(const clcnn_node *n, const clcnn_io *io) {
 
 /* gx = y > 0 ? gy : 0, from the layer's own output y. */
 static clcnn_status relu_backward(const clcnn_node *n, const clcnn_io *io) {
-    if (!io->gx[0]) return CLCNN_SUCCESS;
+    if (!io->gx[0].buf) return CLCNN_SUCCESS;
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_relu_backward);
     int count = io->N * n->x.c * n->x.h * n->x.w, zero = 0;
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, io->gx[0]);
+    CLCNN_ARG(&a, io->gx[0].buf);
     CLCNN_ARG(&a, zero);
-    CLCNN_ARG(&a, io->gy);
+    CLCNN_ARG(&a, io->gy.buf);
     CLCNN_ARG(&a, zero);
-    CLCNN_ARG(&a, io->y);
+    CLCNN_ARG(&a, io->y.buf);
     CLCNN_ARG(&a, zero);
     CLCNN_ARG(&a, count);
     return clcnn_launch1d(io->ctx, k, &a, (size_t)count);

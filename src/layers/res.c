@@ -41,26 +41,26 @@ static clcnn_status sum_shape(clcnn_node *n, clcnn_params *pl, clcnn_error *e, c
 /* y = x[0] + x[1], then y += x[k] for each further input, in order. */
 static clcnn_status res_forward(const clcnn_node *n, const clcnn_io *io) {
     int count = io->N * n->y.c * n->y.h * n->y.w;
-    if (io->ypad) { /* the padded hand-off: the sum also into the next convolution's input */
+    if (io->y_view.buf) { /* the padded hand-off: the sum also into the next convolution's input */
         clcnn_kern *kp = clcnn_kernel(io->ctx, CLCNN_K_add_f32_pad);
         int rows = io->N * n->y.c * n->y.h;
         clcnn_args p = {kp->k, 0, CL_SUCCESS};
-        CLCNN_ARG(&p, io->y);
-        CLCNN_ARG(&p, io->x[0]);
-        CLCNN_ARG(&p, io->x[1]);
+        CLCNN_ARG(&p, io->y.buf);
+        CLCNN_ARG(&p, io->x[0].buf);
+        CLCNN_ARG(&p, io->x[1].buf);
         CLCNN_ARG(&p, rows);
         CLCNN_ARG(&p, n->y.h);
         CLCNN_ARG(&p, n->y.w);
-        CLCNN_ARG(&p, io->ypad);
-        CLCNN_ARG(&p, io->ypad_pad);
-        CLCNN_ARG(&p, io->ypad_only);
+        CLCNN_ARG(&p, io->y_view.buf);
+        CLCNN_ARG(&p, io->y_view.halo);
+        CLCNN_ARG(&p, io->y_view_only);
         return clcnn_launch1d(io->ctx, kp, &p, (size_t)rows);
     }
     clcnn_kern *k = clcnn_kernel(io->ctx, CLCNN_K_add_f32);
     clcnn_args a = {k->k, 0, CL_SUCCESS};
-    CLCNN_ARG(&a, io->y);
-    CLCNN_ARG(&a, io->x[0]);
-    CLCNN_ARG(&a, io->x[1]);
+    CLCNN_ARG(&a, io->y.buf);
+    CLCNN_ARG(&a, io->x[0].buf);
+    CLCNN_ARG(&a, io->x[1].buf);
     CLCNN_ARG(&a, count);
     clcnn_status st = clcnn_launch1d(io->ctx, k, &a, (size_t)count);
     clcnn_kern *ka = clcnn_kernel(io->ctx, CLCNN_K_axpy_f32);
@@ -68,9 +68,9 @@ static clcnn_status res_forward(const clcnn_node *n, const clcnn_io *io) {
         int zero = 0;
         float one = 1.0f; /* fma(1, x, y) rounds x + y once: the plain sum */
         clcnn_args b = {ka->k, 0, CL_SUCCESS};
-        CLCNN_ARG(&b, io->y);
+        CLCNN_ARG(&b, io->y.buf);
         CLCNN_ARG(&b, zero);
-        CLCNN_ARG(&b, io->x[s]);
+        CLCNN_ARG(&b, io->x[s].buf);
         CLCNN_ARG(&b, zero);
         CLCNN_ARG(&b, count);
         CLCNN_ARG(&b, one);
@@ -85,10 +85,10 @@ static clcnn_status res_backward(const clcnn_node *n, const clcnn_io *io) {
     int count = io->N * n->y.c * n->y.h * n->y.w;
     clcnn_status st = CLCNN_SUCCESS;
     for (int s = 0; s < n->n_in && !st; s++) {
-        if (!io->gx[s]) continue;
+        if (!io->gx[s].buf) continue;
         clcnn_args a = {k->k, 0, CL_SUCCESS};
-        CLCNN_ARG(&a, io->gx[s]);
-        CLCNN_ARG(&a, io->gy);
+        CLCNN_ARG(&a, io->gx[s].buf);
+        CLCNN_ARG(&a, io->gy.buf);
         CLCNN_ARG(&a, count);
         st = clcnn_launch1d(io->ctx, k, &a, (size_t)count);
     }
@@ -96,8 +96,8 @@ static clcnn_status res_backward(const clcnn_node *n, const clcnn_io *io) {
 }
 
 /* add_f32_pad writes the sum of two also into the next convolution's padded input. */
-static int res_writes_padded(const clcnn_node *n) {
-    return !n->y.flat && n->n_in == 2;
+static void res_views(const clcnn_node *n, clcnn_views *v) {
+    v->writes_y = !n->y.flat && n->n_in == 2;
 }
 
 const clcnn_layer_ops clcnn_res_ops = {
@@ -107,7 +107,7 @@ const clcnn_layer_ops clcnn_res_ops = {
     .forward = res_forward,
     .backward = res_backward,
     .backward_reads = clcnn_reads_nothing,
-    .writes_padded = res_writes_padded,
+    .views = res_views,
 };
 
 const clcnn_layer_ops clcnn_add_ops = {
@@ -117,5 +117,5 @@ const clcnn_layer_ops clcnn_add_ops = {
     .forward = res_forward,
     .backward = res_backward,
     .backward_reads = clcnn_reads_nothing,
-    .writes_padded = res_writes_padded,
+    .views = res_views,
 };

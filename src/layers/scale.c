@@ -30,11 +30,11 @@ static clcnn_status scale_run(const clcnn_node *n, const clcnn_io *io, cl_mem ou
 }
 
 static clcnn_status scale_forward(const clcnn_node *n, const clcnn_io *io) {
-    return scale_run(n, io, io->y, io->x[0]);
+    return scale_run(n, io, io->y.buf, io->x[0].buf);
 }
 
 static clcnn_status scale_backward(const clcnn_node *n, const clcnn_io *io) {
-    return io->gx[0] ? scale_run(n, io, io->gx[0], io->gy) : CLCNN_SUCCESS;
+    return io->gx[0].buf ? scale_run(n, io, io->gx[0].buf, io->gy.buf) : CLCNN_SUCCESS;
 }
 
 const clcnn_layer_ops clcnn_scale_ops = {

@@ -123,8 +123,8 @@ clcnn_status clcnn_conv_flip_weights(const clcnn_io *io, const clcnn_conv2d_shap
 }
 
 cl_mem clcnn_conv_gy_padded(const clcnn_io *io, int *padded) {
-    *padded = io->gy_padded; /* gy's reader wrote it padded into keep_gpad in its backward */
-    return io->gy_padded ? io->keep_gpad : io->xpad;
+    *padded = io->gy_in_view; /* gy's reader wrote it padded into keep_gpad in its backward */
+    return io->gy_in_view ? io->keep_gpad : io->xpad;
 }
 
 int clcnn_conv_single(const clcnn_context *ctx, const clcnn_node *n) {
@@ -313,7 +313,7 @@ static void conv_workspace(const clcnn_context *ctx, const clcnn_node *n, int N,
 
 /* y (N, OC, OH, OW) = conv(x, w) + b by the plan's forward row. */
 static clcnn_status conv_forward(const clcnn_node *n, const clcnn_io *io) {
-    CLCNN_ASSERT(!io->x_padded || io->keep_pad); /* a hand-off writes the node's keep_pad */
+    CLCNN_ASSERT(!io->x_in_view || io->keep_pad); /* a hand-off writes the node's keep_pad */
     return n->algo[CLCNN_PASS_FORWARD]->run(n, io);
 }
 
@@ -323,9 +323,9 @@ static clcnn_status conv_forward(const clcnn_node *n, const clcnn_io *io) {
 static clcnn_status conv_backward(const clcnn_node *n, const clcnn_io *io) {
     const clcnn_conv2d_shape *s = &n->conv;
     const clcnn_algo *wg = n->algo[CLCNN_PASS_WGRAD];
-    const clcnn_algo *dg = io->gx[0] ? n->algo[CLCNN_PASS_DGRAD] : NULL;
+    const clcnn_algo *dg = io->gx[0].buf ? n->algo[CLCNN_PASS_DGRAD] : NULL;
     clcnn_status st;
-    if (s->bias && (st = clcnn_bias_grad(io->ctx, io->grads, io->boff, io->gy, 0, io->N, s->OC,
+    if (s->bias && (st = clcnn_bias_grad(io->ctx, io->grads, io->boff, io->gy.buf, 0, io->N, s->OC,
                                          n->y.h * n->y.w)))
         return st;
     if ((st = wg->run(n, io))) return st;
@@ -350,7 +350,7 @@ static int conv_can_fuse(const clcnn_context *ctx, const clcnn_node *n, const cl
 /* The input gradient by a row that reads gy padded (flip-direct, -lanes, -winograd) pads it
  * by K - 1 - pad for the flipped convolution; it can take gy so padded from its reader's
  * backward (keep_gpad). A fused node pads it itself, from the pooled gradient. */
-static int conv_gy_pad(const clcnn_node *n) {
+static int conv_gy_halo(const clcnn_node *n) {
     const clcnn_algo *dg = n->algo[CLCNN_PASS_DGRAD];
     clcnn_conv2d_shape g;
     if (n->n_layers != 1 || !n->need_gx || !clcnn_conv_grad_shape(&n->conv, &g) || !dg ||
@@ -359,19 +359,20 @@ static int conv_gy_pad(const clcnn_node *n) {
     return g.pad;
 }
 
-/* Handed gy padded, the backward reads it there alone when nothing else wants the plain copy:
- * no bias to sum, a weight gradient that reads it padded too (wgrad-rows: gy_to_rows_pad
- * reads the padded planes; the lanes reduction and the autotuner's choice read gy in place),
- * and the flipped convolution for the input gradient (conv_gy_pad). */
-static int conv_gy_padded_only(const clcnn_node *n) {
-    return conv_gy_pad(n) >= 0 && !n->conv.bias &&
-           (n->algo[CLCNN_PASS_WGRAD]->flags & CLCNN_ALGO_PADDED_GY);
-}
-
-/* The fused pool's store writes the pooled output into the next convolution's padded input
- * too (both direct kernels, POOL_ROW and POOL_ROW8 in cl/conv2d.cl, and both Winograd ones). */
-static int conv_writes_padded(const clcnn_node *n) {
-    return (n->algo[CLCNN_PASS_FORWARD]->flags & CLCNN_ALGO_WRITES_PADDED) != 0;
+/* The forward keeps x padded by the convolution's pad where its row reads it so (keep_pad).
+ * The fused pool's store writes the pooled output into the next convolution's padded input too
+ * (both direct kernels, POOL_ROW and POOL_ROW8 in cl/conv2d.cl, and both Winograd ones).
+ * Handed gy padded, the backward reads it there alone when nothing else wants the plain copy:
+ * no bias to sum, a weight gradient that reads it padded too (wgrad-rows: gy_to_rows_pad reads
+ * the padded planes; the lanes reduction and the autotuner's choice read gy in place), and the
+ * flipped convolution for the input gradient. */
+static void conv_views(const clcnn_node *n, clcnn_views *v) {
+    unsigned fwd = n->algo[CLCNN_PASS_FORWARD]->flags;
+    v->x_halo = (fwd & CLCNN_ALGO_PADDED_X) ? n->conv.pad : -1;
+    v->writes_y = (fwd & CLCNN_ALGO_WRITES_PADDED) != 0;
+    v->gy_halo = conv_gy_halo(n);
+    v->gy_only = v->gy_halo >= 0 && !n->conv.bias &&
+                 (n->algo[CLCNN_PASS_WGRAD]->flags & CLCNN_ALGO_PADDED_GY);
 }
 
 const clcnn_layer_ops clcnn_conv2d_ops = {
@@ -384,7 +385,5 @@ const clcnn_layer_ops clcnn_conv2d_ops = {
     .workspace = conv_workspace,
     .forward = conv_forward,
     .backward = conv_backward,
-    .writes_padded = conv_writes_padded,
-    .gy_pad = conv_gy_pad,
-    .gy_padded_only = conv_gy_padded_only,
+    .views = conv_views,
 };

@@ -77,17 +77,18 @@ clcnn_status clcnn_conv_direct_s1(clcnn_context *ctx, cl_mem xp, int padded,
 /* y = conv(x, w) + b into the node's padded input (its producer may have written it there). */
 static clcnn_status direct_run(const clcnn_node *n, const clcnn_io *io) {
     cl_mem xp = io->keep_pad ? io->keep_pad : io->xpad;
-    return clcnn_conv_direct_s1(io->ctx, xp, io->x_padded, &n->conv, io->y, io->x[0], io->params,
-                                io->woff, io->boff < 0 ? 0 : io->boff, io->N, NULL, NULL, 0, 0);
+    return clcnn_conv_direct_s1(io->ctx, xp, io->x_in_view, &n->conv, io->y.buf, io->x[0].buf,
+                                io->params, io->woff, io->boff < 0 ? 0 : io->boff, io->N, NULL,
+                                NULL, 0, 0);
 }
 
 /* The same with the MaxPool2d(2) in the store: y pooled, the argmax into aux, and the pooled
  * output into the next convolution's padded input when the plan hands it over. */
 static clcnn_status direct_pool_run(const clcnn_node *n, const clcnn_io *io) {
     cl_mem xp = io->keep_pad ? io->keep_pad : io->xpad;
-    return clcnn_conv_direct_s1(io->ctx, xp, io->x_padded, &n->conv, io->y, io->x[0], io->params,
-                                io->woff, io->boff < 0 ? 0 : io->boff, io->N, io->aux, io->ypad,
-                                io->ypad_pad, io->ypad_only);
+    return clcnn_conv_direct_s1(io->ctx, xp, io->x_in_view, &n->conv, io->y.buf, io->x[0].buf,
+                                io->params, io->woff, io->boff < 0 ? 0 : io->boff, io->N, io->aux,
+                                io->y_view.buf, io->y_view.halo, io->y_view_only);
 }
 
 void clcnn_conv_pool_ws(const clcnn_context *ctx, const clcnn_node *n, int N, clcnn_node_ws *ws) {
@@ -101,7 +102,7 @@ clcnn_status clcnn_conv_flip_direct_from(const clcnn_node *n, const clcnn_io *io
     clcnn_status st;
     CLCNN_ASSERT(clcnn_conv_grad_shape(&n->conv, &g));
     if ((st = clcnn_conv_flip_weights(io, &n->conv))) return st;
-    return clcnn_conv_direct_s1(io->ctx, gp, padded, &g, io->gx[0], gy, io->wflip, 0, 0, io->N,
+    return clcnn_conv_direct_s1(io->ctx, gp, padded, &g, io->gx[0].buf, gy, io->wflip, 0, 0, io->N,
                                 NULL, NULL, 0, 0);
 }
 
@@ -109,7 +110,7 @@ clcnn_status clcnn_conv_flip_direct_from(const clcnn_node *n, const clcnn_io *io
 static clcnn_status flip_direct_run(const clcnn_node *n, const clcnn_io *io) {
     int padded;
     cl_mem gp = clcnn_conv_gy_padded(io, &padded);
-    return clcnn_conv_flip_direct_from(n, io, io->gy, gp, padded);
+    return clcnn_conv_flip_direct_from(n, io, io->gy.buf, gp, padded);
 }
 
 const clcnn_algo clcnn_conv_direct = {

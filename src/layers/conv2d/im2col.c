@@ -117,14 +117,14 @@ clcnn_status clcnn_conv_backward_im2col(const clcnn_node *n, const clcnn_io *io,
         int nimg = N - n0 < chunk ? N - n0 : chunk;
         clcnn_args a = {gather->k, 0, CL_SUCCESS};
         CLCNN_ARG(&a, io->rows);
-        CLCNN_ARG(&a, io->gy);
+        CLCNN_ARG(&a, io->gy.buf);
         CLCNN_ARG(&a, zero);
         CLCNN_ARG(&a, n0);
         CLCNN_ARG(&a, nimg);
         CLCNN_ARG(&a, s->OC);
         CLCNN_ARG(&a, ohw);
         if ((st = clcnn_launch1d(ctx, gather, &a, (size_t)nimg * s->OC * ohw))) return st;
-        if (do_w && !kept && (st = im2col(ctx, s, col, io->x[0], zero, n0, nimg))) return st;
+        if (do_w && !kept && (st = im2col(ctx, s, col, io->x[0].buf, zero, n0, nimg))) return st;
         /* gw[OC, CKK] (+)= rows^T . col; the first chunk overwrites */
         if (do_w &&
             (st = clcnn_gemm(ctx, 1, 0, s->OC, ckk, nimg * ohw, 1.0f, io->rows, 0, s->OC, col, 0,
@@ -136,7 +136,7 @@ clcnn_status clcnn_conv_backward_im2col(const clcnn_node *n, const clcnn_io *io,
                         (size_t)io->woff, ckk, 0.0f, col, 0, ckk);
         if (st) return st;
         clcnn_args b = {c2i->k, 0, CL_SUCCESS};
-        CLCNN_ARG(&b, io->gx[0]);
+        CLCNN_ARG(&b, io->gx[0].buf);
         CLCNN_ARG(&b, zero);
         CLCNN_ARG(&b, col);
         CLCNN_ARG(&b, n0);
@@ -156,7 +156,7 @@ clcnn_status clcnn_conv_backward_im2col(const clcnn_node *n, const clcnn_io *io,
 
 /* y = conv(x, w) + b, the batch's im2col kept for the backward where the plan sized keep_col. */
 static clcnn_status im2col_run(const clcnn_node *n, const clcnn_io *io) {
-    return clcnn_conv_forward_im2col(io, &n->conv, io->y, io->x[0], io->params, io->woff,
+    return clcnn_conv_forward_im2col(io, &n->conv, io->y.buf, io->x[0].buf, io->params, io->woff,
                                      io->boff < 0 ? 0 : io->boff, io->keep_col);
 }
 
@@ -183,7 +183,7 @@ static void chunks_ws(const clcnn_context *ctx, const clcnn_node *n, int N, clcn
  * chunks (gy gathered once). */
 static clcnn_status wgrad_im2col_run(const clcnn_node *n, const clcnn_io *io) {
     const clcnn_algo *dg = n->algo[CLCNN_PASS_DGRAD];
-    int both = io->gx[0] && dg && (dg->flags & CLCNN_ALGO_GY_ROWS);
+    int both = io->gx[0].buf && dg && (dg->flags & CLCNN_ALGO_GY_ROWS);
     return clcnn_conv_backward_im2col(n, io, 1, both);
 }
 
@@ -198,7 +198,7 @@ clcnn_status clcnn_conv_flip_im2col_run(const clcnn_node *n, const clcnn_io *io)
     clcnn_status st;
     CLCNN_ASSERT(clcnn_conv_grad_shape(&n->conv, &g));
     if ((st = clcnn_conv_flip_weights(io, &n->conv))) return st;
-    return clcnn_conv_forward_im2col(io, &g, io->gx[0], io->gy, io->wflip, 0, 0, NULL);
+    return clcnn_conv_forward_im2col(io, &g, io->gx[0].buf, io->gy.buf, io->wflip, 0, 0, NULL);
 }
 
 void clcnn_conv_flip_im2col_ws(const clcnn_context *ctx, const clcnn_node *n, int N,
@@ -244,7 +244,7 @@ clcnn_conv_wgrad_args clcnn_conv_wgrad_args_of(const clcnn_node *n, const clcnn_
 
 clcnn_status clcnn_conv_wgrad_pad(clcnn_context *ctx, const clcnn_conv_wgrad_args *w) {
     const clcnn_io *io = w->io;
-    return clcnn_conv_direct_s1(ctx, w->xp, w->padded, w->s, NULL, io->x[0], io->params, 0, 0,
+    return clcnn_conv_direct_s1(ctx, w->xp, w->padded, w->s, NULL, io->x[0].buf, io->params, 0, 0,
                                 io->N, NULL, NULL, 0, 0);
 }
 
@@ -293,12 +293,12 @@ clcnn_status clcnn_conv_wgrad_rows_of(clcnn_context *ctx, const clcnn_conv_wgrad
 }
 
 /* gw by wgrad-rows, reading gy from its padded copy when the next layer's backward handed it
- * over there (its plain copy may not be written: conv_gy_padded_only in conv2d.c). */
+ * over there (its plain copy may not be written: conv_views in conv2d.c). */
 static clcnn_status wgrad_rows_run(const clcnn_node *n, const clcnn_io *io) {
     clcnn_conv2d_shape g;
-    int handed = io->gy_padded && clcnn_conv_grad_shape(&n->conv, &g);
+    int handed = io->gy_in_view && clcnn_conv_grad_shape(&n->conv, &g);
     clcnn_conv_wgrad_args w =
-        clcnn_conv_wgrad_args_of(n, io, handed ? io->keep_gpad : io->gy, handed ? g.pad : 0, 0);
+        clcnn_conv_wgrad_args_of(n, io, handed ? io->keep_gpad : io->gy.buf, handed ? g.pad : 0, 0);
     return clcnn_conv_wgrad_rows_of(io->ctx, &w);
 }
 

@@ -215,8 +215,8 @@ static clcnn_status wgrad_implicit(const clcnn_io *io, const clcnn_conv2d_shape 
     CLCNN_ARG(&a, out);
     CLCNN_ARG(&a, outoff);
     CLCNN_ARG(&a, ostride);
-    CLCNN_ARG(&a, io->gy);
-    CLCNN_ARG(&a, io->x[0]);
+    CLCNN_ARG(&a, io->gy.buf);
+    CLCNN_ARG(&a, io->x[0].buf);
     implicit_shape_args(&a, s, io->N);
     CLCNN_ARG(&a, peri);
     implicit_panels(&a, z);
@@ -230,7 +230,7 @@ static clcnn_status wgrad_implicit(const clcnn_io *io, const clcnn_conv2d_shape 
 
 /* y = conv(x, w) + b by the implicit forward of the device's size. */
 static clcnn_status implicit_run(const clcnn_node *n, const clcnn_io *io) {
-    return conv_implicit(io->ctx, &n->conv, io->y, io->x[0], io->params, io->woff,
+    return conv_implicit(io->ctx, &n->conv, io->y.buf, io->x[0].buf, io->params, io->woff,
                          io->boff < 0 ? 0 : io->boff, io->N, implicit_size_of(io->ctx));
 }
 
@@ -245,7 +245,7 @@ static clcnn_status flip_implicit(const clcnn_node *n, const clcnn_io *io, int z
     clcnn_status st;
     CLCNN_ASSERT(clcnn_conv_grad_shape(&n->conv, &g));
     if ((st = clcnn_conv_flip_weights(io, &n->conv))) return st;
-    return conv_implicit(io->ctx, &g, io->gx[0], io->gy, io->wflip, 0, 0, io->N,
+    return conv_implicit(io->ctx, &g, io->gx[0].buf, io->gy.buf, io->wflip, 0, 0, io->N,
                          z < 0 ? implicit_size_of(io->ctx) : z);
 }
 
@@ -279,9 +279,10 @@ static clcnn_status gemm_tuned_run(clcnn_context *ctx, int c, void *arg) {
     const clcnn_conv2d_shape *s = &t->n->conv;
     int boff = io->boff < 0 ? 0 : io->boff, z = c < t->nz ? t->zs[c] : -1;
     if (t->pass == CLCNN_PASS_FORWARD)
-        return z >= 0 ? conv_implicit(ctx, s, io->y, io->x[0], io->params, io->woff, boff, io->N, z)
-                      : clcnn_conv_forward_im2col(io, s, io->y, io->x[0], io->params, io->woff,
-                                                  boff, NULL);
+        return z >= 0 ? conv_implicit(ctx, s, io->y.buf, io->x[0].buf, io->params, io->woff, boff,
+                                      io->N, z)
+                      : clcnn_conv_forward_im2col(io, s, io->y.buf, io->x[0].buf, io->params,
+                                                  io->woff, boff, NULL);
     if (t->pass == CLCNN_PASS_WGRAD)
         return z >= 0 ? wgrad_implicit(io, s, z) : clcnn_conv_backward_im2col(t->n, io, 1, 0);
     return z >= 0 ? flip_implicit(t->n, io, z) : clcnn_conv_flip_im2col_run(t->n, io);

@@ -95,11 +95,11 @@ static clcnn_status conv_bcast(clcnn_context *ctx, cl_mem xp, const clcnn_conv2d
 static clcnn_status direct_lanes_run(const clcnn_node *n, const clcnn_io *io) {
     const clcnn_conv2d_shape *s = &n->conv;
     cl_mem xp = io->keep_pad ? io->keep_pad : io->xpad;
-    clcnn_status st = clcnn_conv_direct_s1(io->ctx, xp, io->x_padded, s, NULL, io->x[0], NULL, 0, 0,
-                                           io->N, NULL, NULL, 0, 0);
+    clcnn_status st = clcnn_conv_direct_s1(io->ctx, xp, io->x_in_view, s, NULL, io->x[0].buf, NULL,
+                                           0, 0, io->N, NULL, NULL, 0, 0);
     if (st) return st;
-    return conv_bcast(io->ctx, xp, s, io->y, io->params, io->woff, io->boff < 0 ? 0 : io->boff, 0,
-                      io->wflip, io->N);
+    return conv_bcast(io->ctx, xp, s, io->y.buf, io->params, io->woff, io->boff < 0 ? 0 : io->boff,
+                      0, io->wflip, io->N);
 }
 
 static void direct_lanes_ws(const clcnn_context *ctx, const clcnn_node *n, int N,
@@ -116,10 +116,10 @@ static clcnn_status flip_lanes_run(const clcnn_node *n, const clcnn_io *io) {
     int padded;
     cl_mem gp = clcnn_conv_gy_padded(io, &padded);
     CLCNN_ASSERT(clcnn_conv_grad_shape(&n->conv, &g));
-    st = clcnn_conv_direct_s1(io->ctx, gp, padded, &g, NULL, io->gy, NULL, 0, 0, io->N, NULL, NULL,
-                              0, 0);
+    st = clcnn_conv_direct_s1(io->ctx, gp, padded, &g, NULL, io->gy.buf, NULL, 0, 0, io->N, NULL,
+                              NULL, 0, 0);
     if (st) return st;
-    return conv_bcast(io->ctx, gp, &g, io->gx[0], io->params, io->woff, 0, 1, io->wflip, io->N);
+    return conv_bcast(io->ctx, gp, &g, io->gx[0].buf, io->params, io->woff, 0, 1, io->wflip, io->N);
 }
 
 static void flip_lanes_ws(const clcnn_context *ctx, const clcnn_node *n, int N, clcnn_node_ws *ws) {
@@ -149,7 +149,7 @@ static clcnn_status wgrad_lanes(clcnn_context *ctx, const clcnn_conv_wgrad_args 
 }
 
 static clcnn_status wgrad_lanes_run(const clcnn_node *n, const clcnn_io *io) {
-    clcnn_conv_wgrad_args w = clcnn_conv_wgrad_args_of(n, io, io->gy, 0, 0);
+    clcnn_conv_wgrad_args w = clcnn_conv_wgrad_args_of(n, io, io->gy.buf, 0, 0);
     return wgrad_lanes(io->ctx, &w);
 }
 
@@ -163,7 +163,7 @@ static clcnn_status wgrad_run(clcnn_context *ctx, int c, void *arg) {
 static clcnn_status wgrad_tuned_run(const clcnn_node *n, const clcnn_io *io) {
     static const char *const names[2] = {"lanes", "rows"};
     const clcnn_conv2d_shape *s = &n->conv;
-    clcnn_conv_wgrad_args w = clcnn_conv_wgrad_args_of(n, io, io->gy, 0, 0);
+    clcnn_conv_wgrad_args w = clcnn_conv_wgrad_args_of(n, io, io->gy.buf, 0, 0);
     clcnn_status st = CLCNN_SUCCESS;
     char key[80];
     snprintf(key, sizeof key, "wgrad-%d-%d-%d-%d-%d-%d-%d", s->C, s->H, s->W, s->OC, s->K, s->pad,

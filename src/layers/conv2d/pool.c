@@ -39,7 +39,7 @@ static clcnn_status wgrad_pool_rows(clcnn_context *ctx, const clcnn_io *io,
     CLCNN_ARG(&a, ostride);
     CLCNN_ARG(&a, io->rows);
     if (!chunks) CLCNN_ARG(&a, plan->ocp);
-    CLCNN_ARG(&a, io->gy);
+    CLCNN_ARG(&a, io->gy.buf);
     CLCNN_ARG(&a, zero);
     CLCNN_ARG(&a, io->aux);
     CLCNN_ARG(&a, io->keep_pad);
@@ -64,7 +64,7 @@ static clcnn_status wgrad_two_passes(const clcnn_node *n, const clcnn_io *io,
     clcnn_status st;
     clcnn_args e = {ex->k, 0, CL_SUCCESS};
     CLCNN_ARG(&e, io->rows);
-    CLCNN_ARG(&e, io->gy);
+    CLCNN_ARG(&e, io->gy.buf);
     CLCNN_ARG(&e, zero);
     CLCNN_ARG(&e, io->aux);
     CLCNN_ARG(&e, io->N);
@@ -100,7 +100,7 @@ static clcnn_status pool_grad_padded(const clcnn_node *n, const clcnn_io *io) {
     CLCNN_ARG(&p, io->xpad);
     CLCNN_ARG(&p, g.pad);
     CLCNN_ARG(&p, slack);
-    CLCNN_ARG(&p, io->gy);
+    CLCNN_ARG(&p, io->gy.buf);
     CLCNN_ARG(&p, zero);
     CLCNN_ARG(&p, io->aux);
     CLCNN_ARG(&p, noc);

@@ -81,11 +81,11 @@ static clcnn_status conv_wino(clcnn_context *ctx, cl_mem xp, const clcnn_conv2d_
 static clcnn_status wino_forward(const clcnn_node *n, const clcnn_io *io, cl_mem argmax) {
     const clcnn_conv2d_shape *s = &n->conv;
     cl_mem xp = io->keep_pad ? io->keep_pad : io->xpad;
-    clcnn_status st = clcnn_conv_direct_s1(io->ctx, xp, io->x_padded, s, NULL, io->x[0], NULL, 0, 0,
-                                           io->N, NULL, NULL, 0, 0);
+    clcnn_status st = clcnn_conv_direct_s1(io->ctx, xp, io->x_in_view, s, NULL, io->x[0].buf, NULL,
+                                           0, 0, io->N, NULL, NULL, 0, 0);
     if (st) return st;
-    return conv_wino(io->ctx, xp, s, io->y, io->params, io->woff, io->boff < 0 ? 0 : io->boff, 0,
-                     io->wflip, io->N, argmax, io->ypad, io->ypad_pad, io->ypad_only);
+    return conv_wino(io->ctx, xp, s, io->y.buf, io->params, io->woff, io->boff < 0 ? 0 : io->boff,
+                     0, io->wflip, io->N, argmax, io->y_view.buf, io->y_view.halo, io->y_view_only);
 }
 
 static clcnn_status winograd_run(const clcnn_node *n, const clcnn_io *io) {
@@ -115,15 +115,15 @@ clcnn_status clcnn_conv_flip_wino_from(const clcnn_node *n, const clcnn_io *io, 
     st = clcnn_conv_direct_s1(io->ctx, gp, padded, &g, NULL, gy, NULL, 0, 0, io->N, NULL, NULL, 0,
                               0);
     if (st) return st;
-    return conv_wino(io->ctx, gp, &g, io->gx[0], io->params, io->woff, 0, 1, io->wflip, io->N, NULL,
-                     NULL, 0, 0);
+    return conv_wino(io->ctx, gp, &g, io->gx[0].buf, io->params, io->woff, 0, 1, io->wflip, io->N,
+                     NULL, NULL, 0, 0);
 }
 
 /* gx by flip-winograd from gy, padded here or handed over padded. */
 static clcnn_status flip_winograd_run(const clcnn_node *n, const clcnn_io *io) {
     int padded;
     cl_mem gp = clcnn_conv_gy_padded(io, &padded);
-    return clcnn_conv_flip_wino_from(n, io, io->gy, gp, padded);
+    return clcnn_conv_flip_wino_from(n, io, io->gy.buf, gp, padded);
 }
 
 void clcnn_conv_flip_wino_ws(const clcnn_context *ctx, const clcnn_node *n, int N,
