@@ -806,75 +806,82 @@ static clcnn_status parse_item(parser *p, item_kind *kind, size_t *label_at) {
     return clcnn_spec_fail(p, p->i, "expected a layer name, got %s", describe(p, p->i, tok));
 }
 
+/* Where a list stands: what came last, and where (for the messages). */
+typedef struct list_state {
+    int items, sep, comma, ref, label, first; /* first: the list's first entry */
+    size_t comma_at, ref_at, label_at;
+} list_state;
+
+/* The list ends at the cursor (the end of the text, ')' or '|'): checks that it may end there,
+ * and says how it ended in *how. */
+static clcnn_status end_list(parser *p, size_t open, const char *empty, int bar,
+                             const list_state *l, list_end *how) {
+    char c = cur(p);
+    int end = p->i >= p->len;
+    if (l->comma) return clcnn_spec_fail(p, l->comma_at, "expected a layer after ','");
+    if (c == '|' && !bar)
+        return clcnn_spec_fail(p, p->i,
+                               open == NO_GROUP ? "unexpected '|' outside a res block"
+                                                : "unexpected '|' (a res block has one, before "
+                                                  "its shortcut)");
+    if (end && open != NO_GROUP)
+        return clcnn_spec_fail(p, p->i, "missing ')' to close the group opened at column %zu",
+                               open + 1);
+    if (!end && c == ')' && open == NO_GROUP)
+        return clcnn_spec_fail(p, p->i, "unexpected ')' with no group open");
+    if (p->n == l->first)
+        return open == NO_GROUP ? clcnn_spec_fail(p, 0, "empty spec, expected at least one layer")
+                                : clcnn_spec_fail(p, open, "%s", empty);
+    if (l->label)
+        return clcnn_spec_fail(p, l->label_at, "a label names the layer after it: none follows");
+    if (l->ref) return clcnn_spec_fail(p, l->ref_at, "a layer must follow a value reference (@x)");
+    *how = end ? END_TEXT : c == '|' ? END_BAR : END_PAREN;
+    if (!end) p->i++;
+    return CLCNN_SUCCESS;
+}
+
 /* Items separated by whitespace and/or one comma, up to the end of the text (open ==
  * NO_GROUP), or up to the ')' that closes the group whose '(' is at offset open or, where bar
  * is 1, the '|' before a residual block's shortcut (*how says which); `empty` is the message
  * for a group with no layer in it. */
 static clcnn_status parse_list(parser *p, size_t open, const char *empty, int bar, list_end *how) {
     char tok[TOKEN_MAX + 8];
-    int items = 0, sep = 0, comma = 0, ref = 0, label = 0, first = p->n;
-    size_t comma_at = 0, ref_at = 0, label_at = 0;
+    list_state l = {.first = p->n};
     clcnn_status st;
     skip_ws(p);
     for (;;) {
-        char c = cur(p);
-        int end = p->i >= p->len;
-        if (end || c == ')' || c == '|') {
-            if (comma) return clcnn_spec_fail(p, comma_at, "expected a layer after ','");
-            if (c == '|' && !bar)
-                return clcnn_spec_fail(p, p->i,
-                                       open == NO_GROUP ? "unexpected '|' outside a res block"
-                                                        : "unexpected '|' (a res block has "
-                                                          "one, before its shortcut)");
-            if (end && open != NO_GROUP)
-                return clcnn_spec_fail(
-                    p, p->i, "missing ')' to close the group opened at column %zu", open + 1);
-            if (!end && c == ')' && open == NO_GROUP)
-                return clcnn_spec_fail(p, p->i, "unexpected ')' with no group open");
-            if (p->n == first)
-                return open == NO_GROUP
-                           ? clcnn_spec_fail(p, 0, "empty spec, expected at least one layer")
-                           : clcnn_spec_fail(p, open, "%s", empty);
-            if (label)
-                return clcnn_spec_fail(p, label_at,
-                                       "a label names the layer after it: none "
-                                       "follows");
-            if (ref)
-                return clcnn_spec_fail(p, ref_at, "a layer must follow a value reference (@x)");
-            *how = end ? END_TEXT : c == '|' ? END_BAR : END_PAREN;
-            if (!end) p->i++;
-            return CLCNN_SUCCESS;
-        }
-        if (items > 0 && !sep)
+        if (p->i >= p->len || cur(p) == ')' || cur(p) == '|')
+            return end_list(p, open, empty, bar, &l, how);
+        if (l.items > 0 && !l.sep)
             return clcnn_spec_fail(p, p->i, "expected ',' or whitespace between layers, got %s",
                                    describe(p, p->i, tok));
         size_t at = p->i, def_at = 0;
         item_kind kind;
         if ((st = parse_item(p, &kind, &def_at))) return st;
-        if (kind == ITEM_LABEL && label) {
+        if (kind == ITEM_LABEL && l.label) {
             size_t len = 0;
-            while (p->s[label_at + len] != ':')
+            while (p->s[l.label_at + len] != ':')
                 len++;
             return clcnn_spec_fail(p, at, "one label a layer: %s names the next one already",
-                                   quote_token(tok, p->s + label_at, len));
+                                   quote_token(tok, p->s + l.label_at, len));
         }
-        if (kind == ITEM_REF && label)
-            return clcnn_spec_fail(p, label_at,
+        if (kind == ITEM_REF && l.label)
+            return clcnn_spec_fail(p, l.label_at,
                                    "a label names the layer after it, not a "
                                    "reference: write @x first");
-        if (kind == ITEM_LABEL) label = 1, label_at = def_at;
-        if (kind == ITEM_REF) ref = 1, ref_at = at;
+        if (kind == ITEM_LABEL) l.label = 1, l.label_at = def_at;
+        if (kind == ITEM_REF) l.ref = 1, l.ref_at = at;
         if (kind == ITEM_VALUE) {
-            ref = 0;
-            if (label && (st = bind_label(p, label_at))) return st;
-            label = 0;
+            l.ref = 0;
+            if (l.label && (st = bind_label(p, l.label_at))) return st;
+            l.label = 0;
         }
-        items++;
-        sep = skip_ws(p) > 0 || kind == ITEM_LABEL; /* "x:conv" needs no space */
-        comma = cur(p) == ',';
-        if (comma) {
-            comma_at = p->i++;
-            sep = 1;
+        l.items++;
+        l.sep = skip_ws(p) > 0 || kind == ITEM_LABEL; /* "x:conv" needs no space */
+        l.comma = cur(p) == ',';
+        if (l.comma) {
+            l.comma_at = p->i++;
+            l.sep = 1;
             skip_ws(p);
         }
     }
