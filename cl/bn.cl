@@ -181,12 +181,14 @@ static float bn_act(float x, float mean, float alpha, float beta, int relu) {
  * large against the spread. With hand >= 0 the plane (H x W) goes, row by row, also into ypad,
  * the next convolution's padded input as pad_input writes it: planes of (H + 2*hand) x
  * (W + 2*hand) whose zeros are already there (the padded hand-off); with `only`, there alone
- * (nothing reads y). ypad is not touched when hand < 0. */
+ * (nothing reads y). ypad is not touched when hand < 0. Plane (n, c) of y starts at
+ * yoff + n*ysn + c*HW: ysn = C*HW for a dense y, more for a channel slice of a concatenation's
+ * output (yoff its first channel). */
 __kernel void bn_forward_apply(__global float *y, __global const float *x,
                                __global const float *keep, __global const float *stats, int soff,
                                __global const float *p, int woff, int boff, int N, int C, int HW,
                                int running, float eps, int relu, __global float *ypad, int hand,
-                               int only, int H, int W) {
+                               int only, int H, int W, int yoff, int ysn) {
     int id = get_global_id(0);
     if (id >= N * C) return;
     int c = id % C;
@@ -197,7 +199,7 @@ __kernel void bn_forward_apply(__global float *y, __global const float *x,
         mean = keep[c], invstd = keep[C + c];
     float alpha = invstd * p[woff + c], beta = p[boff + c];
     __global const float *xr = x + id * HW;
-    __global float *yr = y + id * HW;
+    __global float *yr = y + yoff + (long)(id / C) * ysn + (long)c * HW; /* a slice of a cat's */
     if (hand >= 0) {
         int Wq = W + 2 * hand;
         __global float *d = ypad + (long)id * (H + 2 * hand) * Wq + hand * Wq + hand;

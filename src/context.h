@@ -45,8 +45,9 @@ struct clcnn_context {
     /* A fused convolution + pool's weight gradient: 0, as every context starts, the rule
      * (src/layers/conv2d/pool.c); 1 one kernel per slice (conv_wgrad_pool_rows); 2 two passes. */
     int pool_wgrad;
-    /* The padded hand-off between a producer and a direct convolution (plan.c): 0, as every
-     * context starts, where the layers allow it; 1 never. Models read it when built. */
+    /* The hand-offs into views (plan.c): a producer writing a direct convolution's padded input
+     * or padded output gradient, or a channel slice of a concatenation's output: 0, as every
+     * context starts, where the layers allow them; 1 never. Models read it when built. */
     int no_pad_handoff;
     struct clcnn_gemm_set *gemm; /* the GEMM backends (gemm.h) */
     struct clcnn_tuner *tuner;   /* autotuning (tune.h); NULL when it is off */

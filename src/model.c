@@ -320,9 +320,10 @@ static int place(tenant *t, int n, size_t *sizes) {
  * backward of its last reader (the loss, for the model's output) down to r's own. Buffers whose
  * spans do not meet are one. act_of[r] and grad_of[r] receive r's slots, -1 for a view (its
  * input's buffers) and -2 for a buffer nothing writes or reads: the output of a node that hands
- * it over only padded (pad_only), the gradient of one whose gradient is handed over only
- * padded (gpad_only). Returns the number of slots (sizes in floats, per slot), -1 when out of
- * memory. */
+ * it over only padded (pad_only) or writes it into a concatenation's (slice_of: that one's
+ * output is then needed from the first such producer's forward), the gradient of one whose
+ * gradient is handed over only padded (gpad_only). Returns the number of slots (sizes in
+ * floats, per slot), -1 when out of memory. */
 static int place_values(const clcnn_model *m, int n, int *act_of, int *grad_of, size_t *sizes) {
     int N = m->n_nodes, k = 0;
     tenant *t = calloc(2 * (size_t)N + 1, sizeof *t);
@@ -347,11 +348,14 @@ static int place_values(const clcnn_model *m, int n, int *act_of, int *grad_of, 
                 if ((reads(&m->nodes[j]) & CLCNN_READS_X) && 2 * N - j > back) back = 2 * N - j;
             }
         size_t need = (size_t)n * R->y.c * R->y.h * R->y.w;
+        int first = r; /* a concatenation's output from its first in-place producer's forward */
+        for (int p = 0; p < r; p++)
+            if (m->nodes[p].slice_of == r && p < first) first = p;
         act_of[r] = grad_of[r] = -3;
-        if (R->pad_to >= 0 && R->pad_only && !(reads(R) & CLCNN_READS_Y))
+        if ((R->pad_to >= 0 && R->pad_only && !(reads(R) & CLCNN_READS_Y)) || R->slice_of >= 0)
             act_of[r] = -2;
         else
-            t[k++] = (tenant){r, back > last ? back : last, need, &act_of[r]};
+            t[k++] = (tenant){first, back > last ? back : last, need, &act_of[r]};
         if (plain_unused[r])
             grad_of[r] = -2;
         else
@@ -579,9 +583,15 @@ static clcnn_io node_io(const clcnn_model *m, int i, int n, int training) {
     if (N->n_params > 1) io.boff = (int)m->params[N->param0 + 1].off;
     for (int k = N->param0; k < N->param0 + N->n_params; k++)
         if (m->params[k].kind == CLCNN_PARAM_STAT && io.soff < 0) io.soff = (int)m->params[k].off;
-    for (int s = 0; s < N->n_in; s++)
-        io.x[s] = clcnn_tensor_of(m->act[N->in[s] + 1], n, &N->xs[s], 0);
-    io.y = clcnn_tensor_of(m->act[i + 1], n, &N->y, 0);
+    for (int s = 0; s < N->n_in; s++) {
+        const clcnn_node *P = N->in[s] >= 0 ? &m->nodes[N->in[s]] : NULL;
+        io.x[s] = P && P->slice_of == i
+                      ? clcnn_tensor_slice(m->act[i + 1], n, &N->xs[s], P->slice_off, &N->y)
+                      : clcnn_tensor_of(m->act[N->in[s] + 1], n, &N->xs[s], 0);
+    }
+    io.y = N->slice_of >= 0 ? clcnn_tensor_slice(m->act[N->slice_of + 1], n, &N->y, N->slice_off,
+                                                 &m->nodes[N->slice_of].y)
+                            : clcnn_tensor_of(m->act[i + 1], n, &N->y, 0);
     io.gy = clcnn_tensor_of(m->gact[i + 1], n, &N->y, 0);
     io.aux = b->aux, io.keep_col = b->keep_col, io.keep_pad = b->keep_pad;
     if (N->pad_to >= 0) {

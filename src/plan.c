@@ -52,7 +52,7 @@ static void plan_handoff(clcnn_model *m) {
     for (int j = 0; j < m->n_nodes; j++) {
         clcnn_node *c = &m->nodes[j];
         c->pad_to = c->gpad_to = -1, c->pad_only = c->x_padded = c->gy_padded = 0;
-        c->gpad_only = 0;
+        c->gpad_only = 0, c->slice_of = -1, c->slice_off = 0;
         c->views = (clcnn_views){.x_halo = -1, .gy_halo = -1};
         if (c->ops->views) c->ops->views(c, &c->views);
     }
@@ -78,6 +78,39 @@ static void plan_handoff(clcnn_model *m) {
             if (only_link(m, j, k)) r = &m->nodes[k];
         if (r && c->views.gy_halo >= 0 && r->views.writes_gx)
             r->gpad_to = j, c->gy_padded = 1, r->gpad_only = c->views.gy_only;
+    }
+}
+
+/* Whether node i can write its output as a slice of the output of the one node that reads it,
+ * once: its layer can, its backward does not read it back, and it hands it to no padded view. */
+static int slice_ok(const clcnn_model *m, int i) {
+    const clcnn_node *p = &m->nodes[i];
+    int links = 0;
+    if (i < 0 || !p->views.writes_slice || p->pad_to >= 0 || p->slice_of >= 0 ||
+        (p->algo[CLCNN_PASS_FORWARD]->flags & CLCNN_ALGO_VIEW) || !p->ops->backward_reads ||
+        (p->ops->backward_reads(p) & CLCNN_READS_Y))
+        return 0;
+    for (int k = 0; k < m->n_nodes; k++)
+        for (int s = 0; s < m->nodes[k].n_in; s++)
+            links += m->nodes[k].in[s] == i;
+    return links == 1;
+}
+
+/* Zero-copy concatenation: a node that reads its inputs as channel slices of its output
+ * (views.x_slices: cat) takes an input in place where its producer can write it there
+ * (slice_ok); it copies the others. The slice's producer gets no buffer of its own. Off with
+ * the context's no_pad_handoff, as the other hand-offs. */
+static void plan_slices(clcnn_model *m) {
+    if (m->ctx->no_pad_handoff) return;
+    for (int j = 0; j < m->n_nodes; j++) {
+        const clcnn_node *c = &m->nodes[j];
+        if (!c->views.x_slices) continue;
+        size_t off = 0;
+        for (int s = 0; s < c->n_in; s++) {
+            int i = c->in[s];
+            if (slice_ok(m, i)) m->nodes[i].slice_of = j, m->nodes[i].slice_off = off;
+            off += (size_t)c->xs[s].c * c->xs[s].h * c->xs[s].w;
+        }
     }
 }
 
@@ -255,6 +288,7 @@ clcnn_status clcnn_plan_build(clcnn_model *m, const clcnn_layer_desc *descs, int
             fuse(m, i, force);
     }
     plan_handoff(m);
+    plan_slices(m);
     return CLCNN_SUCCESS;
 }
 
@@ -294,6 +328,7 @@ size_t clcnn_plan_format(const clcnn_model *m, int N, char *buf, size_t size) {
                       in, out, clcnn_algo_name(n->algo[0]), clcnn_algo_name(n->algo[1]),
                       clcnn_algo_name(n->algo[2]), node_bytes(&w) / 1024.0);
         if (n->pad_to >= 0) clcnn_appendf(buf, size, &used, ", pads for %d", n->pad_to);
+        if (n->slice_of >= 0) clcnn_appendf(buf, size, &used, ", into %d", n->slice_of);
         if (n->gpad_to >= 0) clcnn_appendf(buf, size, &used, ", pads gradient for %d", n->gpad_to);
         clcnn_appendf(buf, size, &used, "\n");
     }

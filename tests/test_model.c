@@ -397,14 +397,15 @@ static int handoffs(const clcnn_model *m, int n, const char *what) {
 }
 
 /* The padded hand-off (a producer's forward writes the next direct convolution's padded input)
- * gives what the separate padding pass gives, bit for bit: losses of training steps (a full
+ * and the zero-copy concatenation (`swant` producers write into a cat's output) give what the
+ * separate padding pass and copies give, bit for bit: losses of training steps (a full
  * batch, then a smaller one, whose planes end before the buffer's), an evaluation and the
  * logits, for a model on a 3 x S x S input that has `want` hand-offs in the forward and
  * `gwant` in the backward, its convolutions planned by `algo` (CLCNN_CONV_ALGO_DIRECT: the
  * direct kernels on every map, none by Winograd; DEFAULT: the rules'), `wwant` of its
  * algorithms Winograd's. */
 static void check_pad_handoff_by(const char *spec, int S, int want, int gwant, int wwant,
-                                 clcnn_conv_algo algo) {
+                                 clcnn_conv_algo algo, int swant) {
     enum { B = 12, C = 5 };
     int HW = 3 * S * S;
     clcnn_model *m[2] = {NULL, NULL};
@@ -422,6 +423,9 @@ static void check_pad_handoff_by(const char *spec, int S, int want, int gwant, i
         f[i] = handoffs(m[i], B, "pads for"), g[i] = handoffs(m[i], B, "pads gradient for");
     CHECK_MSG(f[0] == want && g[0] == gwant && f[1] + g[1] == 0,
               "%s: %d and %d hand-offs, %d and %d of gradients", spec, f[0], f[1], g[0], g[1]);
+    CHECK_MSG(handoffs(m[0], B, ", into ") == swant && handoffs(m[1], B, ", into ") == 0,
+              "%s: %d and %d outputs written into a concatenation's, want %d and 0", spec,
+              handoffs(m[0], B, ", into "), handoffs(m[1], B, ", into "), swant);
     CHECK_MSG(handoffs(m[0], B, "winograd") == wwant && handoffs(m[1], B, "winograd") == wwant,
               "%s: %d Winograd algorithms, want %d", spec, handoffs(m[0], B, "winograd"), wwant);
     float *x = malloc(B * HW * sizeof *x), out[2][B * 10], loss[2];
@@ -456,7 +460,7 @@ static void check_pad_handoff_by(const char *spec, int S, int want, int gwant, i
 
 /* The same with the direct kernels on the 4x4 and 2x2 maps too. */
 static void check_pad_handoff(const char *spec, int S, int want, int gwant) {
-    check_pad_handoff_by(spec, S, want, gwant, 0, CLCNN_CONV_ALGO_DIRECT);
+    check_pad_handoff_by(spec, S, want, gwant, 0, CLCNN_CONV_ALGO_DIRECT, 0);
 }
 
 /* Every kind of producer: fused pools from the 16-wide direct kernel and the 8-wide one,
@@ -492,7 +496,14 @@ static void check_pad_handoffs(void) {
     if (clcnn_gemm_kind(ctx) == CLCNN_GEMM_CPU)
         check_pad_handoff_by("conv(32,5,pad=2) maxpool(2) conv(32,5,pad=2) maxpool(2) "
                              "conv(32,5,pad=2,bias=0) bn relu conv(32,5,pad=2) flatten linear(10)",
-                             16, 3, 1, 6, CLCNN_CONV_ALGO_DEFAULT);
+                             16, 3, 1, 6, CLCNN_CONV_ALGO_DEFAULT, 0);
+    /* zero-copy concatenation: BatchNorm+ReLU writes into a cat's output, on planes and on flat
+     * features, next to inputs the cat copies (a ReLU, whose backward reads its output; a
+     * convolution's output that another layer reads too) */
+    check_pad_handoff_by("conv(8,3,pad=1) x: relu conv(6,3,pad=1) bn a: relu @x conv(4,1) bn relu "
+                         "c: conv(3,1) relu cat(@a,@c) conv(5,3) flatten y: linear(8) bn b: relu "
+                         "@y linear(6) bn relu cat(@b) linear(10)",
+                         8, 1, 2, 0, CLCNN_CONV_ALGO_DIRECT, 3);
 }
 
 int main(int argc, char **argv) {

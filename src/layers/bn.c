@@ -173,6 +173,10 @@ static clcnn_status bn_normalise(const clcnn_node *n, const clcnn_io *io, int ru
     CLCNN_ARG(&a, io->y_view_only);
     CLCNN_ARG(&a, h);
     CLCNN_ARG(&a, w);
+    /* y may be a channel slice of a concatenation's output (views.writes_slice) */
+    int yoff = (int)io->y.off, ysn = (int)io->y.sn;
+    CLCNN_ARG(&a, yoff);
+    CLCNN_ARG(&a, ysn);
     return bn_launch(io->ctx, k, &a, (size_t)N * C);
 }
 
@@ -280,9 +284,11 @@ static int bn_can_fuse(const clcnn_context *ctx, const clcnn_node *n, const clcn
 }
 
 /* bn_forward_apply writes the output also into the next convolution's padded input, and
- * bn_backward_apply the input gradient into the previous one's padded gradient. */
+ * bn_backward_apply the input gradient into the previous one's padded gradient; the output can
+ * be a channel slice of a concatenation's (its backward reads x, not y). */
 static void bn_views(const clcnn_node *n, clcnn_views *v) {
     v->writes_y = v->writes_gx = !n->x.flat;
+    v->writes_slice = 1;
 }
 
 const clcnn_layer_ops clcnn_bn_ops = {

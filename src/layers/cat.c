@@ -60,10 +60,12 @@ static clcnn_status copy_slice(const clcnn_node *n, const clcnn_io *io, int k, i
     return clcnn_launch1d(io->ctx, kk, &a, (size_t)total);
 }
 
+/* Each input into its slice of y, except those already there: views of y (their producers
+ * wrote them in place, views.x_slices). */
 static clcnn_status cat_forward(const clcnn_node *n, const clcnn_io *io) {
     clcnn_status st = CLCNN_SUCCESS;
     for (int k = 0, off = 0; k < n->n_in && !st; k++) {
-        st = copy_slice(n, io, k, off, 1, io->x[k].buf, io->y.buf);
+        if (io->x[k].buf != io->y.buf) st = copy_slice(n, io, k, off, 1, io->x[k].buf, io->y.buf);
         off += n->xs[k].c * n->xs[k].h * n->xs[k].w;
     }
     return st;
@@ -78,6 +80,11 @@ static clcnn_status cat_backward(const clcnn_node *n, const clcnn_io *io) {
     return st;
 }
 
+static void cat_views(const clcnn_node *n, clcnn_views *v) {
+    (void)n;
+    v->x_slices = 1;
+}
+
 const clcnn_layer_ops clcnn_cat_ops = {
     .syntax = &clcnn_cat_syntax,
     .shape = cat_shape,
@@ -85,4 +92,5 @@ const clcnn_layer_ops clcnn_cat_ops = {
     .forward = cat_forward,
     .backward = cat_backward,
     .backward_reads = clcnn_reads_nothing,
+    .views = cat_views,
 };

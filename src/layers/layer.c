@@ -231,3 +231,11 @@ clcnn_tensor clcnn_tensor_of(cl_mem buf, int n, const clcnn_shape *s, int halo) 
     t.off = (size_t)halo * wp + (size_t)halo;
     return t;
 }
+
+clcnn_tensor clcnn_tensor_slice(cl_mem buf, int n, const clcnn_shape *s, size_t off,
+                                const clcnn_shape *whole) {
+    clcnn_tensor t = clcnn_tensor_of(buf, n, s, 0);
+    if (!buf) return t;
+    t.off = off, t.sn = (size_t)whole->c * whole->h * whole->w;
+    return t;
+}

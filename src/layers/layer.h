@@ -101,6 +101,11 @@ typedef struct clcnn_tensor {
  * value); buf NULL gives an absent tensor. */
 clcnn_tensor clcnn_tensor_of(cl_mem buf, int n, const clcnn_shape *s, int halo);
 
+/* The channels of shape s from element `off` of each sample of the dense n x `whole` tensor in
+ * buf: a view of a concatenation's output. */
+clcnn_tensor clcnn_tensor_slice(cl_mem buf, int n, const clcnn_shape *s, size_t off,
+                                const clcnn_shape *whole);
+
 /* What a node's passes can do with views that have a halo (the padded hand-off), as its plan
  * stands (clcnn_layer_ops.views). */
 typedef struct clcnn_views {
@@ -109,6 +114,10 @@ typedef struct clcnn_views {
     int x_halo;    /* the halo of the padded copy of x[0] its forward keeps (keep_pad); -1: none */
     int gy_halo;   /* the halo its input-gradient pass wants around gy; -1: none */
     int gy_only;   /* given gy in a view (keep_gpad), its backward reads gy only there */
+    int writes_slice; /* its forward can write its output as a channel slice of a larger
+                       * tensor (a sample stride y.sn beyond C x H x W, an offset y.off) */
+    int x_slices;     /* it reads its inputs as channel slices of its output, in order (cat):
+                       * an input whose producer wrote it there is a view of its output */
 } clcnn_views;
 
 /* The shape of one convolution, derived from its node. */
@@ -183,6 +192,11 @@ typedef struct clcnn_node {
      * that it writes only there (that node's backward reads its output gradient nowhere else);
      * gy_padded says that the node's keep_gpad is so written. */
     int gpad_to, gpad_only, gy_padded;
+    /* Zero-copy concatenation (plan.c): slice_of is the node (views.x_slices) into whose
+     * output this node's forward writes its own, as the channels from element slice_off of
+     * each sample, and which reads it there (-1: none); this node's output has no buffer. */
+    int slice_of;
+    size_t slice_off;
     clcnn_conv2d_shape conv; /* convolution nodes */
     double flops;            /* forward multiply-adds x 2 per sample */
     char label[2][48];       /* profiling section names: forward, backward */
