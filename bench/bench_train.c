@@ -62,7 +62,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_train: %s\n", clcnn_devices_errmsg(devs));
         goto done;
     }
-    clcnn_context_options copts = {0};
+    clcnn_context_options copts;
+    clcnn_context_options_init(&copts);
     copts.enable_profiling = getenv("CLCNN_PROFILE") != NULL;
     if (clcnn_context_create(&ctx, devs, idx, &copts)) {
         fprintf(stderr, "bench_train: %s\n", clcnn_context_errmsg(ctx));

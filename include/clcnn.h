@@ -11,7 +11,15 @@
  * that used both has returned. A summary writer stands alone. Strings a handle returns
  * (errmsg, spec, parameter names, the event file's path) stay valid until the handle is freed,
  * and errmsg's text changes with the next failure on that handle. No handle is thread-safe:
- * call each from one thread at a time. */
+ * call each from one thread at a time.
+ *
+ * Structs that grow over releases (clcnn_context_options, clcnn_train_options,
+ * clcnn_checkpoint_info, clcnn_comm) begin with `size_t struct_size`, the sizeof the struct the
+ * caller was compiled with. Fill each with its init function (clcnn_context_options_init,
+ * clcnn_train_options_init, clcnn_checkpoint_info_init, clcnn_comm_init), which sets
+ * struct_size and the defaults, then set what you need. A call given a struct_size this library
+ * does not know is CLCNN_ERR_INVALID_ARGUMENT with one line naming the struct and its init
+ * function. */
 #ifndef CLCNN_H
 #define CLCNN_H
 
@@ -159,10 +167,11 @@ typedef enum clcnn_conv_algo {
                                     CLCNN_IMPLICIT_SIZE picks the size) */
 } clcnn_conv_algo;
 
-/* Options for clcnn_context_create. Zero-initialise, then set what you need. A field left at 0
- * defers to its environment variable where it has one (README.md, "Environment variables"); a
- * field set explicitly wins, and its variable is then not read. */
+/* Options for clcnn_context_create. Fill with clcnn_context_options_init, then set what you
+ * need. A field left at 0 defers to its environment variable where it has one (README.md,
+ * "Environment variables"); a field set explicitly wins, and its variable is then not read. */
 typedef struct clcnn_context_options {
+    size_t struct_size; /* sizeof(clcnn_context_options), set by clcnn_context_options_init */
     /* Profiling events on the queue (used by benchmarks). */
     int enable_profiling;
     /* Program-binary cache: 0 = as the environment says (CLCNN_CACHE=0 disables), 1 = off. */
@@ -181,6 +190,10 @@ typedef struct clcnn_context_options {
     /* The convolution algorithm (0 = CLCNN_CONV_ALGO_DEFAULT). */
     clcnn_conv_algo conv_algo;
 } clcnn_context_options;
+
+/* Sets opts->struct_size and every other field to 0 (each as the environment says). NULL is a
+ * no-op. */
+void clcnn_context_options_init(clcnn_context_options *opts);
 
 /* Creates a context on visible device `index` of `devs`: a context, an in-order queue, and
  * every clcnn kernel built for the device (from the on-disk binary cache when it holds a
@@ -455,7 +468,7 @@ clcnn_status clcnn_dataset_set_normalize(clcnn_dataset *ds, const float *mean, c
 /* The input normalisation a model's weights were trained with, per input channel (mean and
  * std hold `channels` values; std > 0), or none (both NULL: not known, as for a new model).
  * Loading a clcnn checkpoint sets it to the one the checkpoint records
- * (clcnn_checkpoint_info_v2.normalize; a checkpoint that records "" trained on unnormalised
+ * (clcnn_checkpoint_info.normalize; a checkpoint that records "" trained on unnormalised
  * inputs: mean 0, std 1), and to none for a file that records nothing (a plain state_dict, a
  * checkpoint older than the record). Every call that feeds the model from a data set
  * (clcnn_model_train_dataset, _train_epoch, _evaluate, the replicas' through each replica,
@@ -535,17 +548,18 @@ typedef int (*clcnn_progress_fn)(void *user, int64_t batch, int64_t batches, flo
  * returns CLCNN_SUCCESS; *batches_done is this batch's index, where a resumed run starts). */
 typedef int (*clcnn_batch_hook)(void *user, int64_t epoch, int64_t batch, int first, int n);
 
-/* How clcnn_model_train_epoch_v2 walks an epoch: what torch.utils.data.DataLoader's
+/* How clcnn_model_train_epoch walks an epoch: what torch.utils.data.DataLoader's
  * batch_size, shuffle and drop_last, its sampler's set_epoch(epoch) and a training loop's
- * global_step and log interval say. Fill it with clcnn_train_options_defaults, then set what
- * you need. */
+ * global_step and log interval say. Fill it with clcnn_train_options_init, then set what you
+ * need. */
 typedef struct clcnn_train_options {
-    int batch_size; /* samples per step (default 64) */
-    int shuffle;    /* 1: the order of (seed, epoch), see clcnn_dataset_set_epoch (default);
-                       0: file order */
-    int drop_last;  /* 1: skip the last batch when it is partial (default 0: train on it) */
-    uint64_t seed;  /* the shuffle's seed (default 1) */
-    int64_t epoch;  /* 0-based: picks the epoch's order, like sampler.set_epoch */
+    size_t struct_size; /* sizeof(clcnn_train_options), set by clcnn_train_options_init */
+    int batch_size;     /* samples per step (default 64) */
+    int shuffle;        /* 1: the order of (seed, epoch), see clcnn_dataset_set_epoch (default);
+                           0: file order */
+    int drop_last;      /* 1: skip the last batch when it is partial (default 0: train on it) */
+    uint64_t seed;      /* the shuffle's seed (default 1) */
+    int64_t epoch;      /* 0-based: picks the epoch's order, like sampler.set_epoch */
     /* Resume mid-epoch: the batches before this one (0-based) are skipped; the rest see the
      * same samples as in an uninterrupted epoch, so the run continues bit for bit. */
     int64_t start_batch;
@@ -576,10 +590,10 @@ typedef struct clcnn_train_options {
     int hflip;
 } clcnn_train_options;
 
-/* The defaults above: batch 64, shuffled with seed 1, epoch 0 from its first batch, progress
- * every 100 steps, no callbacks, a constant lr (pct_start 0.3 should a schedule be chosen), no
- * augmentation. */
-void clcnn_train_options_defaults(clcnn_train_options *opts);
+/* Sets opts->struct_size and the defaults above: batch 64, shuffled with seed 1, epoch 0 from
+ * its first batch, progress every 100 steps, no callbacks, a constant lr (pct_start 0.3 should
+ * a schedule be chosen), no augmentation. NULL is a no-op. */
+void clcnn_train_options_init(clcnn_train_options *opts);
 
 /* One epoch over a data set as `opts` says: clcnn_dataset_set_epoch(ds, seed, epoch, shuffle),
  * then batches of batch_size from start_batch on through clcnn_model_train_dataset, the hook
@@ -591,14 +605,8 @@ void clcnn_train_options_defaults(clcnn_train_options *opts);
  * 1 with BatchNorm1d; PyTorch raises at that batch) is refused before its first step with
  * CLCNN_ERR_INVALID_ARGUMENT, the numbers and the nearest batch sizes that avoid it, even when
  * the hook would stop the epoch earlier: nothing is trained. */
-clcnn_status clcnn_model_train_epoch_v2(clcnn_model *model, clcnn_dataset *ds,
-                                        const clcnn_train_options *opts, int64_t *batches_done);
-
-/* clcnn_model_train_epoch_v2 from batch 0 with global_step 0, drop_last 0 and no hook, with
- * one difference: fn (may be NULL) also runs after the epoch's last batch. */
-clcnn_status clcnn_model_train_epoch(clcnn_model *model, clcnn_dataset *ds, int batch_size,
-                                     uint64_t seed, int64_t epoch, int shuffle, int every,
-                                     clcnn_progress_fn fn, void *user, int64_t *batches_done);
+clcnn_status clcnn_model_train_epoch(clcnn_model *model, clcnn_dataset *ds,
+                                     const clcnn_train_options *opts, int64_t *batches_done);
 
 /* Evaluates the whole data set in file order, in batches of batch_size, without augmentation:
  * mean cross-entropy (with the model's label smoothing) over all samples and the number of
@@ -612,10 +620,12 @@ clcnn_status clcnn_model_evaluate(clcnn_model *model, clcnn_dataset *ds, int bat
 /* How the replicas of other processes are reached: a transport the embedder provides
  * (clcnn_train provides one on MPI). Every call is collective: each process makes the same
  * calls in the same order with the same sizes. A callback returns 0 on success; anything else
- * fails the library call with CLCNN_ERR_COMM. The struct is copied; user must stay valid. */
+ * fails the library call with CLCNN_ERR_COMM. Fill it with clcnn_comm_init, then set every field.
+ * The struct is copied; user must stay valid. */
 typedef struct clcnn_comm {
-    int rank; /* this process, 0 .. size-1 */
-    int size; /* processes taking part */
+    size_t struct_size; /* sizeof(clcnn_comm), set by clcnn_comm_init */
+    int rank;           /* this process, 0 .. size-1 */
+    int size;           /* processes taking part */
     void *user;
     /* Sums n floats element-wise over every process, in place (MPI_Allreduce, MPI_SUM). */
     int (*allreduce_float)(void *user, float *buf, size_t n);
@@ -624,6 +634,9 @@ typedef struct clcnn_comm {
     /* Copies `bytes` bytes from process root's buf into every other process's buf. */
     int (*broadcast)(void *user, void *buf, size_t bytes, int root);
 } clcnn_comm;
+
+/* Sets comm->struct_size, and every other field to 0 and NULL. NULL is a no-op. */
+void clcnn_comm_init(clcnn_comm *comm);
 
 /* A data-parallel group: one model replica per context in this process, optionally spanning
  * processes through a clcnn_comm. A global batch of n samples is split into contiguous shares,
@@ -683,7 +696,7 @@ clcnn_status clcnn_replicas_train_dataset(clcnn_replicas *r, clcnn_dataset *cons
 /* The last step's mean loss and hits over the whole global batch. */
 clcnn_status clcnn_replicas_last_loss(clcnn_replicas *r, float *loss, int *correct);
 
-/* clcnn_model_train_epoch_v2 over the group: the same batches, schedule, augmentation, hook
+/* clcnn_model_train_epoch over the group: the same batches, schedule, augmentation, hook
  * and progress callback, each step data-parallel; the callbacks see global figures. It refuses
  * what one model refuses (a batch smaller than clcnn_model_min_train_batch), before the first
  * step, with the same message. */
@@ -707,58 +720,11 @@ void clcnn_replicas_timing(const clcnn_replicas *r, double *compute, double *wai
 /* Checkpoints (safetensors)                                                                  */
 
 /* Where a training run stands: completed epochs, optimizer steps taken in total, batches
- * taken in the current (unfinished) epoch, and the seed that drives the epoch order. */
+ * taken in the current (unfinished) epoch, the seed that drives the epoch order, and the batch
+ * size the run trains with, which a checkpoint records so that a run stopped in the middle of
+ * an epoch is resumed on the same samples. */
 typedef struct clcnn_checkpoint_info {
-    int64_t epoch;
-    int64_t step;
-    int64_t batch_in_epoch;
-    uint64_t seed;
-} clcnn_checkpoint_info;
-
-/* Writes the model to `path` as safetensors with torch.nn.Sequential state_dict names, so
- * `model.load_state_dict(safetensors.torch.load_file(path))` works in PyTorch; __metadata__
- * holds the spec, input shape, epoch, step, seed and clcnn version. The optimizer state
- * (momentum or moments, step count, hyperparameters) goes to a sibling file, `path` with
- * ".safetensors" replaced by ".state.safetensors", written first. Both writes are atomic:
- * each file is written and fsync'd under a fresh temporary name in the same folder
- * ("<file>.tmp.<pid>.<random>", created exclusively with mode 0600, never through a symbolic
- * link, and locked until its rename), and renamed over its target only when both are
- * complete; temporary files that a crashed process left beside the targets (unlocked, and
- * unchanged for ten minutes) are removed first. Each file carries an XXH64 of
- * everything in it (every tensor's bytes and all metadata) and both carry an XXH64 of the
- * weights, which binds them together; loads check both. The batch size is recorded as 0 (not
- * known): clcnn_model_save_checkpoint_v2 records it. */
-clcnn_status clcnn_model_save_checkpoint(clcnn_model *model, const char *path,
-                                         const clcnn_checkpoint_info *info);
-
-/* Loads weights only (the --init path) from a safetensors state_dict, e.g. one PyTorch saved
- * with safetensors.torch.save_file(model.state_dict(), path). A common key prefix (the
- * tutorial's "model1.") is accepted. F32 and F64 tensors are accepted. A missing or unexpected
- * tensor under the prefix, or a shape mismatch, is CLCNN_ERR_FORMAT naming the tensor. The file
- * must be a regular file of at most 100 MB (header) plus 16 bytes per model parameter (the
- * weights in F64, and as much again of other tensors); a clcnn checkpoint must match its
- * checksums and hold metadata in range (as clcnn_model_load_checkpoint checks it), and the
- * model takes its recorded normalisation (clcnn_model_set_normalize; none for a plain
- * state_dict). A file whose "format" names a clcnn checkpoint version other than
- * clcnn-checkpoint/2 or /1 (a newer clcnn's) is CLCNN_ERR_FORMAT naming the versions this one
- * reads; a file without a clcnn format is a plain state_dict. On failure the model is
- * unchanged. */
-clcnn_status clcnn_model_load_weights(clcnn_model *model, const char *path);
-
-/* Loads a checkpoint written by clcnn_model_save_checkpoint, weights and optimizer state
- * (which replaces the current optimizer), and returns where the run stood. Both files are read
- * and checked completely (structure, the model's spec, shapes, both checksums, the pair's
- * binding, the optimizer settings, every metadata field against its type and range) before the
- * model changes: on any failure the model, its optimizer, its step count and its
- * normalisation are as they were. A torn or edited file is refused, with a message naming it,
- * as is a file of an unknown clcnn-checkpoint version. The model takes the checkpoint's
- * normalisation (clcnn_model_set_normalize). */
-clcnn_status clcnn_model_load_checkpoint(clcnn_model *model, const char *path,
-                                         clcnn_checkpoint_info *info);
-
-/* clcnn_checkpoint_info plus the batch size the run trains with, which a checkpoint records
- * so that a run stopped in the middle of an epoch is resumed on the same samples. */
-typedef struct clcnn_checkpoint_info_v2 {
+    size_t struct_size; /* sizeof(clcnn_checkpoint_info), set by clcnn_checkpoint_info_init */
     int64_t epoch;
     int64_t step;
     int64_t batch_in_epoch;
@@ -782,19 +748,57 @@ typedef struct clcnn_checkpoint_info_v2 {
      * are finite as floats, stds > 0, at most 127 bytes). A save refuses any other text, as
      * a load does. */
     char normalize[128];
-} clcnn_checkpoint_info_v2;
+} clcnn_checkpoint_info;
 
-/* As clcnn_model_save_checkpoint / clcnn_model_load_checkpoint, with the batch size. Every
- * field is written with one type and range and a load reads it back with the same, so a save
- * refuses (CLCNN_ERR_INVALID_ARGUMENT, naming the field) what a load would refuse: epoch, step,
+/* Sets info->struct_size, and every other field to 0 ("" for normalize). NULL is a no-op. */
+void clcnn_checkpoint_info_init(clcnn_checkpoint_info *info);
+
+/* Writes the model to `path` as safetensors with torch.nn.Sequential state_dict names, so
+ * `model.load_state_dict(safetensors.torch.load_file(path))` works in PyTorch; __metadata__
+ * holds the spec, input shape, every field of *info and the clcnn version. The optimizer state
+ * (momentum or moments, step count, hyperparameters) goes to a sibling file, `path` with
+ * ".safetensors" replaced by ".state.safetensors", written first. Both writes are atomic:
+ * each file is written and fsync'd under a fresh temporary name in the same folder
+ * ("<file>.tmp.<pid>.<random>", created exclusively with mode 0600, never through a symbolic
+ * link, and locked until its rename), and renamed over its target only when both are
+ * complete; temporary files that a crashed process left beside the targets (unlocked, and
+ * unchanged for ten minutes) are removed first. Each file carries an XXH64 of
+ * everything in it (every tensor's bytes and all metadata) and both carry an XXH64 of the
+ * weights, which binds them together; loads check both. Every field is written with one type
+ * and range and a load reads it back with the same, so a save refuses
+ * (CLCNN_ERR_INVALID_ARGUMENT, naming the field) what a load would refuse: epoch, step,
  * total_steps and the optimizer's step count in [0, 2^53] (exact as doubles, and far enough
  * below INT64_MAX that a run's arithmetic on them cannot overflow), batch_in_epoch and
  * batch_size in [0, 2^31-1], seed any uint64_t, finite lrs and smoothing as
  * clcnn_model_set_optimizer and the schedule accept them, the normalisation as above. */
-clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *model, const char *path,
-                                            const clcnn_checkpoint_info_v2 *info);
-clcnn_status clcnn_model_load_checkpoint_v2(clcnn_model *model, const char *path,
-                                            clcnn_checkpoint_info_v2 *info);
+clcnn_status clcnn_model_save_checkpoint(clcnn_model *model, const char *path,
+                                         const clcnn_checkpoint_info *info);
+
+/* Loads weights only (the --init path) from a safetensors state_dict, e.g. one PyTorch saved
+ * with safetensors.torch.save_file(model.state_dict(), path). A common key prefix (the
+ * tutorial's "model1.") is accepted. F32 and F64 tensors are accepted. A missing or unexpected
+ * tensor under the prefix, or a shape mismatch, is CLCNN_ERR_FORMAT naming the tensor. The file
+ * must be a regular file of at most 100 MB (header) plus 16 bytes per model parameter (the
+ * weights in F64, and as much again of other tensors); a clcnn checkpoint must match its
+ * checksums and hold metadata in range (as clcnn_model_load_checkpoint checks it), and the
+ * model takes its recorded normalisation (clcnn_model_set_normalize; none for a plain
+ * state_dict). A file whose "format" names a clcnn checkpoint version other than
+ * clcnn-checkpoint/2 or /1 (a newer clcnn's) is CLCNN_ERR_FORMAT naming the versions this one
+ * reads; a file without a clcnn format is a plain state_dict. On failure the model is
+ * unchanged. */
+clcnn_status clcnn_model_load_weights(clcnn_model *model, const char *path);
+
+/* Loads a checkpoint written by clcnn_model_save_checkpoint, weights and optimizer state
+ * (which replaces the current optimizer), and returns where the run stood in *info (whose
+ * struct_size the caller sets, with clcnn_checkpoint_info_init). Both files are read and
+ * checked completely (structure, the model's spec, shapes, both checksums, the pair's binding, the
+ * optimizer settings, every metadata field against its type and range) before the model
+ * changes: on any failure the model, its optimizer, its step count and its normalisation are
+ * as they were. A torn or edited file is refused, with a message naming it, as is a file of an
+ * unknown clcnn-checkpoint version. The model takes the checkpoint's normalisation
+ * (clcnn_model_set_normalize). */
+clcnn_status clcnn_model_load_checkpoint(clcnn_model *model, const char *path,
+                                         clcnn_checkpoint_info *info);
 
 /* Reads a checkpoint's model spec and input shape without a model, so the right model can be
  * built before loading; only the file's header is read. spec receives the whole spec: a
@@ -804,18 +808,15 @@ clcnn_status clcnn_model_load_checkpoint_v2(clcnn_model *model, const char *path
 clcnn_status clcnn_checkpoint_peek(const char *path, char *spec, size_t spec_size, int *channels,
                                    int *height, int *width, char *err, size_t errsize);
 
-/* The normalisation recorded in a checkpoint (clcnn_checkpoint_info_v2.normalize) without a
+/* The normalisation recorded in a checkpoint (clcnn_checkpoint_info.normalize) without a
  * model, "" when none was recorded; only the file's header is read. norm receives at most
- * size bytes including the NUL (128 always suffice). A recorded text that is no normalisation
- * of the checkpoint's input channels, and a file of an unknown clcnn-checkpoint version, are
- * CLCNN_ERR_FORMAT. */
-clcnn_status clcnn_checkpoint_peek_normalize(const char *path, char *norm, size_t size, char *err,
-                                             size_t errsize);
-/* As clcnn_checkpoint_peek_normalize, and *recorded (may be NULL) tells a checkpoint that
- * records its normalisation (1; "" then means unnormalised inputs) from a file that records
- * nothing (0: a plain state_dict, or a checkpoint older than the record). */
-clcnn_status clcnn_checkpoint_peek_normalize_v2(const char *path, char *norm, size_t size,
-                                                int *recorded, char *err, size_t errsize);
+ * size bytes including the NUL (128 always suffice). *recorded (may be NULL) tells a
+ * checkpoint that records its normalisation (1; "" then means unnormalised inputs) from a file
+ * that records nothing (0: a plain state_dict, or a checkpoint older than the record). A
+ * recorded text that is no normalisation of the checkpoint's input channels, and a file of an
+ * unknown clcnn-checkpoint version, are CLCNN_ERR_FORMAT. */
+clcnn_status clcnn_checkpoint_peek_normalize(const char *path, char *norm, size_t size,
+                                             int *recorded, char *err, size_t errsize);
 
 /* ---------------------------------------------------------------------------------------- */
 /* TensorBoard logs                                                                           */

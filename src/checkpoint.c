@@ -268,7 +268,7 @@ static void sweep_folder(const char *path) {
  * doubles a data-parallel group broadcasts them as, and so far below INT64_MAX that what a run
  * adds to them (epochs times batches) cannot overflow. */
 #define COUNT_MAX ((int64_t)1 << 53)
-#define NORM_MAX 127 /* bytes of a normalisation's text (clcnn_checkpoint_info_v2.normalize) */
+#define NORM_MAX 127 /* bytes of a normalisation's text (clcnn_checkpoint_info.normalize) */
 
 typedef enum meta_type {
     META_TEXT, /* any text, checked where it is used (the spec, the input shape, a hash) */
@@ -527,8 +527,8 @@ static clcnn_status meta_put(clcnn_model *m, ckpt_text *t, int key, meta_value v
     return CLCNN_SUCCESS;
 }
 
-static clcnn_status format_text(clcnn_model *m, const clcnn_checkpoint_info_v2 *info,
-                                const float *w, ckpt_text *t, char *hash, char *input) {
+static clcnn_status format_text(clcnn_model *m, const clcnn_checkpoint_info *info, const float *w,
+                                ckpt_text *t, char *hash, char *input) {
     const clcnn_optimizer_options *o = &m->opt;
     clcnn_status st = CLCNN_SUCCESS;
     hex64(hash, XXH64(w, m->total * sizeof *w, 0));
@@ -628,8 +628,15 @@ static clcnn_status write_weights_tmp(clcnn_model *m, const char *path, const ho
     return clcnn_st_write_tmp(path, ents, m->n_params, meta, nm, tmp, &m->err);
 }
 
-clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *m, const char *path,
-                                            const clcnn_checkpoint_info_v2 *info) {
+void clcnn_checkpoint_info_init(clcnn_checkpoint_info *info) {
+    if (!info) return;
+    memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
+}
+
+clcnn_status clcnn_model_save_checkpoint(clcnn_model *m, const char *path,
+                                         const clcnn_checkpoint_info *given) {
+    clcnn_checkpoint_info info_in, *info = &info_in;
     clcnn_status st;
     float *w = NULL, *s1 = NULL, *s2 = NULL;
     host_dict wd = {NULL, NULL, 0};
@@ -639,7 +646,10 @@ clcnn_status clcnn_model_save_checkpoint_v2(clcnn_model *m, const char *path,
     char spath[4200], hash[24], input[48];
     ckpt_text t;
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
-    if (!path || !info) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL argument");
+    if (!path || !given) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL argument");
+    clcnn_checkpoint_info_init(&info_in);
+    if ((st = clcnn_sized_in(&m->err, "clcnn_checkpoint_info", &info_in, given, sizeof info_in)))
+        return st;
     sweep_folder(path);
     if ((st = read_all(m, m->p, &w))) goto done;
     wd.w = w;
@@ -673,17 +683,6 @@ done:
     free(ents);
     free(names);
     return st;
-}
-
-clcnn_status clcnn_model_save_checkpoint(clcnn_model *m, const char *path,
-                                         const clcnn_checkpoint_info *info) {
-    if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
-    if (!info) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL argument");
-    clcnn_checkpoint_info_v2 v2 = {.epoch = info->epoch,
-                                   .step = info->step,
-                                   .batch_in_epoch = info->batch_in_epoch,
-                                   .seed = info->seed};
-    return clcnn_model_save_checkpoint_v2(m, path, &v2);
 }
 
 /* ---- loading ------------------------------------------------------------------------------- */
@@ -891,14 +890,14 @@ static void take_norm(clcnn_model *m, float **norm) {
 }
 
 static clcnn_status read_position(clcnn_model *m, const clcnn_st_file *f, const char *path,
-                                  clcnn_checkpoint_info_v2 *at);
+                                  clcnn_checkpoint_info *at);
 
 clcnn_status clcnn_model_load_weights(clcnn_model *m, const char *path) {
     clcnn_st_file f = {0};
     host_dict d = {NULL, NULL, 0};
     float *w = NULL, *norm = NULL;
     clcnn_status st;
-    clcnn_checkpoint_info_v2 at;
+    clcnn_checkpoint_info at;
     char hash[24];
     int kind = FMT_PLAIN;
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
@@ -1031,7 +1030,7 @@ static clcnn_status check_checkpoint(clcnn_model *m, const clcnn_st_file *f, con
  * normalisation). They are newer than the format: a file without them trained with a constant
  * lr, no smoothing and no augmentation. */
 static clcnn_status read_training(clcnn_model *m, const clcnn_st_file *f, const char *path,
-                                  clcnn_checkpoint_info_v2 *at) {
+                                  clcnn_checkpoint_info *at) {
     static const int keys[] = {K_SLR, K_TOTAL, K_PCT, K_SMOOTH, K_CROP, K_FLIP};
     meta_value v[N_KEYS];
     clcnn_status st;
@@ -1057,11 +1056,11 @@ static clcnn_status read_training(clcnn_model *m, const clcnn_st_file *f, const 
 
 /* The position in the run recorded in a weights file, and its training settings. */
 static clcnn_status read_position(clcnn_model *m, const clcnn_st_file *f, const char *path,
-                                  clcnn_checkpoint_info_v2 *at) {
+                                  clcnn_checkpoint_info *at) {
     static const int keys[] = {K_EPOCH, K_STEP, K_BIE, K_BATCH, K_SEED};
     meta_value v[N_KEYS];
     clcnn_status st;
-    memset(at, 0, sizeof *at);
+    clcnn_checkpoint_info_init(at);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if ((st = meta_need(m, f, path, keys[i], &v[keys[i]]))) return st;
     at->epoch = v[K_EPOCH].i;
@@ -1120,13 +1119,13 @@ fail:
     return st;
 }
 
-clcnn_status clcnn_model_load_checkpoint_v2(clcnn_model *m, const char *path,
-                                            clcnn_checkpoint_info_v2 *info) {
+clcnn_status clcnn_model_load_checkpoint(clcnn_model *m, const char *path,
+                                         clcnn_checkpoint_info *info) {
     clcnn_st_file f = {0}, s = {0};
     host_dict d = {NULL, NULL, 0};
     float *w = NULL, *host[2] = {NULL, NULL}, *norm = NULL;
     char hash[24];
-    clcnn_checkpoint_info_v2 at;
+    clcnn_checkpoint_info at;
     clcnn_optimizer_options o;
     int64_t ostep = 0;
     meta_value mseed = {.u = 0};
@@ -1134,6 +1133,9 @@ clcnn_status clcnn_model_load_checkpoint_v2(clcnn_model *m, const char *path,
     clcnn_status st;
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!path || !info) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL argument");
+    /* The caller's struct is only written, as far as its struct_size reaches, once its size is
+     * known to be one this library writes. */
+    if ((st = clcnn_sized_in(&m->err, "clcnn_checkpoint_info", &at, info, sizeof at))) return st;
     /* Everything is read and checked into host memory first; the model changes only at the
      * end, when nothing can fail but the device itself. */
     if ((st = clcnn_st_read_max(&f, path, max_file_bytes(m), &m->err))) goto done;
@@ -1154,7 +1156,7 @@ clcnn_status clcnn_model_load_checkpoint_v2(clcnn_model *m, const char *path,
     m->step = ostep;
     if (has_mseed) m->seed = mseed.u;
     take_norm(m, &norm);
-    *info = at;
+    memcpy(info, &at, info->struct_size);
     st = write_stats(m, &d);
 done:
     free(norm);
@@ -1163,16 +1165,6 @@ done:
     free(host[1]);
     clcnn_st_free(&f);
     clcnn_st_free(&s);
-    return st;
-}
-
-clcnn_status clcnn_model_load_checkpoint(clcnn_model *m, const char *path,
-                                         clcnn_checkpoint_info *info) {
-    clcnn_checkpoint_info_v2 v2;
-    if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
-    if (!info) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL argument");
-    clcnn_status st = clcnn_model_load_checkpoint_v2(m, path, &v2);
-    if (!st) *info = (clcnn_checkpoint_info){v2.epoch, v2.step, v2.batch_in_epoch, v2.seed};
     return st;
 }
 
@@ -1207,8 +1199,8 @@ clcnn_status clcnn_checkpoint_peek(const char *path, char *spec, size_t spec_siz
     return st;
 }
 
-clcnn_status clcnn_checkpoint_peek_normalize_v2(const char *path, char *norm, size_t size,
-                                                int *recorded, char *err, size_t errsize) {
+clcnn_status clcnn_checkpoint_peek_normalize(const char *path, char *norm, size_t size,
+                                             int *recorded, char *err, size_t errsize) {
     clcnn_st_file f = {0};
     clcnn_error e = {0};
     int kind = FMT_PLAIN, present = 0, c = 0, h = 0, w = 0;
@@ -1238,9 +1230,4 @@ clcnn_status clcnn_checkpoint_peek_normalize_v2(const char *path, char *norm, si
     if (st && err && errsize) snprintf(err, errsize, "%s", e.msg);
     clcnn_st_free(&f);
     return st;
-}
-
-clcnn_status clcnn_checkpoint_peek_normalize(const char *path, char *norm, size_t size, char *err,
-                                             size_t errsize) {
-    return clcnn_checkpoint_peek_normalize_v2(path, norm, size, NULL, err, errsize);
 }

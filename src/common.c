@@ -6,6 +6,19 @@
 #include <string.h>
 #include <time.h>
 
+clcnn_status clcnn_sized_in(clcnn_error *e, const char *type, void *dst, const void *src,
+                            size_t current) {
+    size_t size;
+    memcpy(&size, src, sizeof size);
+    if (size != current)
+        return clcnn_fail(e, CLCNN_ERR_INVALID_ARGUMENT,
+                          "%s.struct_size is %zu but clcnn %s knows only %zu: fill the struct with "
+                          "%s_init",
+                          type, size, CLCNN_VERSION_STRING, current, type);
+    memcpy(dst, src, size);
+    return CLCNN_SUCCESS;
+}
+
 clcnn_status clcnn_fail(clcnn_error *e, clcnn_status st, const char *fmt, ...) {
     if (e) {
         va_list ap;

@@ -24,6 +24,15 @@ clcnn_status clcnn_fail(clcnn_error *e, clcnn_status st, const char *fmt, ...)
 #endif
     ;
 
+/* Takes in a struct of the public API that begins with `size_t struct_size` (the sizeof the caller
+ * compiled with): a size this library does not know fails with one line naming the type and
+ * its init function ("clcnn_train_options" and clcnn_train_options_init); otherwise the
+ * caller's struct_size bytes are copied to dst, which holds the defaults of the library's own
+ * layout. Today the only known size is `current`; a release that appends a field accepts the
+ * older sizes too, and the bytes they lack keep dst's defaults. */
+clcnn_status clcnn_sized_in(clcnn_error *e, const char *type, void *dst, const void *src,
+                            size_t current);
+
 /* A string from a file (a tensor name, a metadata value) made safe for a one-line message: at
  * most `max` bytes of it, control characters (C0, DEL, and C1 as UTF-8) shown as '?', and
  * "..." when it was cut. buf holds max + 4 bytes. Returns buf. */

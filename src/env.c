@@ -51,13 +51,20 @@ static clcnn_status resolve_conv_algo(clcnn_settings *s, clcnn_conv_algo opt, cl
                      "a convolution algorithm (auto, direct, im2col, implicit)");
 }
 
-clcnn_status clcnn_settings_resolve(clcnn_settings *s, const clcnn_context_options *opts,
+void clcnn_context_options_init(clcnn_context_options *opts) {
+    if (!opts) return;
+    memset(opts, 0, sizeof *opts);
+    opts->struct_size = sizeof *opts;
+}
+
+clcnn_status clcnn_settings_resolve(clcnn_settings *s, const clcnn_context_options *given,
                                     clcnn_error *e) {
-    static const clcnn_context_options none;
+    clcnn_context_options o, *opts = &o;
     const char *v;
     clcnn_status st;
-    if (!opts) opts = &none;
     memset(s, 0, sizeof *s);
+    clcnn_context_options_init(&o);
+    if (given && (st = clcnn_sized_in(e, "clcnn_context_options", &o, given, sizeof o))) return st;
     if ((st = resolve_backend(s, opts->backend, e)) != CLCNN_SUCCESS) return st;
     if ((st = resolve_conv_algo(s, opts->conv_algo, e)) != CLCNN_SUCCESS) return st;
     s->autotune = opts->autotune != 0;

@@ -21,9 +21,10 @@ typedef struct clcnn_settings {
                                  the implicit-GEMM sizes once the kernels are built */
 } clcnn_settings;
 
-/* Fills *s from opts (NULL: all defaults) and the environment. A value the library cannot use
- * (an unknown CLCNN_BACKEND, a CLCNN_AUTOTUNE other than 0 or 1, an option out of its enum) is
- * CLCNN_ERR_INVALID_ARGUMENT with one line in e naming the variable and its accepted values. */
+/* Fills *s from opts (NULL: all defaults; else its struct_size must be one this library knows)
+ * and the environment. A value the library cannot use (an unknown CLCNN_BACKEND, a
+ * CLCNN_AUTOTUNE other than 0 or 1, an option out of its enum) is CLCNN_ERR_INVALID_ARGUMENT
+ * with one line in e naming the variable and its accepted values. */
 clcnn_status clcnn_settings_resolve(clcnn_settings *s, const clcnn_context_options *opts,
                                     clcnn_error *e);
 

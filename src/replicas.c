@@ -323,11 +323,14 @@ static clcnn_status start_workers(clcnn_replicas *r) {
 }
 
 static clcnn_status make_group(clcnn_replicas *r, clcnn_model *const *models, int n,
-                               const clcnn_comm *comm) {
-    clcnn_status st = check_args(r, models, n, comm);
-    if (st) return st;
+                               const clcnn_comm *given) {
+    clcnn_status st;
+    const clcnn_comm *comm = given ? &r->comm : NULL;
+    clcnn_comm_init(&r->comm);
+    if (given && (st = clcnn_sized_in(&r->err, "clcnn_comm", &r->comm, given, sizeof r->comm)))
+        return st;
+    if ((st = check_args(r, models, n, comm))) return st;
     r->has_comm = comm != NULL;
-    if (comm) r->comm = *comm;
     r->rank = comm ? comm->rank : 0;
     r->size = comm ? comm->size : 1;
     r->total = models[0]->total;
@@ -362,6 +365,12 @@ clcnn_status clcnn_replicas_create(clcnn_replicas **out, clcnn_model *const *mod
     *out = r = calloc(1, sizeof *r);
     if (!r) return CLCNN_ERR_OUT_OF_HOST_MEMORY;
     return make_group(r, models, n, comm);
+}
+
+void clcnn_comm_init(clcnn_comm *comm) {
+    if (!comm) return;
+    memset(comm, 0, sizeof *comm);
+    comm->struct_size = sizeof *comm;
 }
 
 void clcnn_replicas_free(clcnn_replicas *r) {

@@ -171,9 +171,10 @@ clcnn_status clcnn_model_evaluate(clcnn_model *m, clcnn_dataset *ds, int batch_s
     return CLCNN_SUCCESS;
 }
 
-void clcnn_train_options_defaults(clcnn_train_options *o) {
+void clcnn_train_options_init(clcnn_train_options *o) {
     if (!o) return;
     memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
     o->batch_size = 64;
     o->shuffle = 1;
     o->seed = 1;
@@ -323,11 +324,13 @@ static clcnn_status finish(const trainer *t) {
     return CLCNN_SUCCESS;
 }
 
-/* One epoch from batch o->start_batch on. `last_too` also reports after the epoch's last
- * batch, as clcnn_model_train_epoch promises. *done: the epoch's batches taken so far. */
-static clcnn_status run_epoch(const trainer *t, const clcnn_train_options *o, int last_too,
-                              int64_t *done) {
+/* One epoch from batch o->start_batch on, with the caller's options (checked for their size
+ * first). *done: the epoch's batches taken so far. */
+static clcnn_status run_epoch(const trainer *t, const clcnn_train_options *given, int64_t *done) {
     clcnn_status st;
+    clcnn_train_options opts, *o = &opts;
+    clcnn_train_options_init(&opts);
+    if ((st = clcnn_sized_in(t->err, "clcnn_train_options", &opts, given, sizeof opts))) return st;
     int stop = 0, size = t->ds->n;
     if ((st = check_options(t, o))) return st;
     *done = o->start_batch;
@@ -343,44 +346,20 @@ static clcnn_status run_epoch(const trainer *t, const clcnn_train_options *o, in
         if ((st = take_step(t, first, n, aug))) return st;
         *done = b + 1;
         steps++;
-        if (o->progress && (steps % o->every == 0 || (last_too && b + 1 == nb)) &&
-            (st = report(t, o, b, nb, &stop)))
-            return st;
+        if (o->progress && steps % o->every == 0 && (st = report(t, o, b, nb, &stop))) return st;
     }
     return finish(t);
 }
 
-clcnn_status clcnn_model_train_epoch_v2(clcnn_model *m, clcnn_dataset *ds,
-                                        const clcnn_train_options *o, int64_t *batches_done) {
+clcnn_status clcnn_model_train_epoch(clcnn_model *m, clcnn_dataset *ds,
+                                     const clcnn_train_options *o, int64_t *batches_done) {
     int64_t done = 0;
     clcnn_status st;
     if (batches_done) *batches_done = 0;
     if (!m || !ds) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!o) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL training options");
     trainer t = {m, ds, NULL, NULL, &m->err};
-    st = run_epoch(&t, o, 0, &done);
-    if (batches_done) *batches_done = done;
-    return st;
-}
-
-clcnn_status clcnn_model_train_epoch(clcnn_model *m, clcnn_dataset *ds, int batch_size,
-                                     uint64_t seed, int64_t epoch, int shuffle, int every,
-                                     clcnn_progress_fn fn, void *user, int64_t *batches_done) {
-    clcnn_train_options o;
-    int64_t done = 0;
-    clcnn_status st;
-    if (batches_done) *batches_done = 0;
-    if (!m || !ds) return CLCNN_ERR_INVALID_ARGUMENT;
-    clcnn_train_options_defaults(&o);
-    o.batch_size = batch_size;
-    o.seed = seed;
-    o.epoch = epoch;
-    o.shuffle = shuffle;
-    o.every = every;
-    o.progress = fn;
-    o.user = user;
-    trainer t = {m, ds, NULL, NULL, &m->err};
-    st = run_epoch(&t, &o, 1, &done);
+    st = run_epoch(&t, o, &done);
     if (batches_done) *batches_done = done;
     return st;
 }
@@ -396,7 +375,7 @@ clcnn_status clcnn_replicas_train_epoch(clcnn_replicas *r, clcnn_dataset *const 
             return clcnn_fail(&r->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL data set for replica %d",
                               i);
     trainer t = {r->reps[0].m, ds[0], r, ds, &r->err};
-    clcnn_status st = run_epoch(&t, o, 0, &done);
+    clcnn_status st = run_epoch(&t, o, &done);
     if (batches_done) *batches_done = done;
     return st;
 }

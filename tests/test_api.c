@@ -93,8 +93,8 @@ static void check_no_crash_on_null(void) {
     CHECK(clcnn_model_errcode(NULL) == CLCNN_ERR_INVALID_ARGUMENT);
     CHECK(clcnn_dataset_errcode(NULL) == CLCNN_ERR_INVALID_ARGUMENT);
     CHECK(clcnn_summary_writer_errcode(NULL) == CLCNN_ERR_INVALID_ARGUMENT);
-    CHECK(clcnn_model_train_epoch_v2(NULL, NULL, NULL, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
-    clcnn_train_options_defaults(NULL);
+    CHECK(clcnn_model_train_epoch(NULL, NULL, NULL, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    clcnn_train_options_init(NULL);
     clcnn_devices_free(NULL);
     clcnn_context_free(NULL);
     clcnn_model_free(NULL);
@@ -138,7 +138,7 @@ static void check_no_crash_on_null(void) {
                                 sizeof err) == CLCNN_ERR_IO);
     CHECK(strstr(err, "/nonexistent/x.safetensors") != NULL);
     clcnn_train_options o;
-    clcnn_train_options_defaults(&o);
+    clcnn_train_options_init(&o);
     CHECK(o.batch_size == 64 && o.shuffle == 1 && o.drop_last == 0 && o.seed == 1);
     CHECK(o.epoch == 0 && o.start_batch == 0 && o.global_step == 0 && o.every == 100);
     CHECK(!o.progress && !o.user && !o.hook && !o.hook_user);
@@ -203,20 +203,21 @@ static void check_checkpoint_normalize(clcnn_context *ctx, const char *dir) {
     CHECK(clcnn_model_evaluate(a, other, 32, &loss, &hits) == CLCNN_SUCCESS);
     CHECK(loss != ref); /* the two normalisations do give different results */
     snprintf(path, sizeof path, "%s/norm.safetensors", dir);
-    clcnn_checkpoint_info_v2 info = {.epoch = 1,
-                                     .step = 6,
-                                     .seed = (1ULL << 63) + 5,
-                                     .batch_size = 16,
-                                     .pct_start = 0.3,
-                                     .normalize = "0.9,0.05"},
-                             back = {0};
-    CHECK(clcnn_model_save_checkpoint_v2(a, path, &info) == CLCNN_SUCCESS);
-    CHECK(clcnn_checkpoint_peek_normalize_v2(path, text, sizeof text, &recorded, NULL, 0) ==
+    clcnn_checkpoint_info info = {.struct_size = sizeof(clcnn_checkpoint_info),
+                                  .epoch = 1,
+                                  .step = 6,
+                                  .seed = (1ULL << 63) + 5,
+                                  .batch_size = 16,
+                                  .pct_start = 0.3,
+                                  .normalize = "0.9,0.05"},
+                          back = {.struct_size = sizeof(clcnn_checkpoint_info)};
+    CHECK(clcnn_model_save_checkpoint(a, path, &info) == CLCNN_SUCCESS);
+    CHECK(clcnn_checkpoint_peek_normalize(path, text, sizeof text, &recorded, NULL, 0) ==
           CLCNN_SUCCESS);
     CHECK(recorded == 1 && !strcmp(text, "0.9,0.05"));
 
     CHECK(clcnn_model_create(&b, ctx, clcnn_model_spec(a), C, H, W, 99) == CLCNN_SUCCESS);
-    CHECK(clcnn_model_load_checkpoint_v2(b, path, &back) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_load_checkpoint(b, path, &back) == CLCNN_SUCCESS);
     CHECK(back.seed == (1ULL << 63) + 5 && !strcmp(back.normalize, "0.9,0.05"));
     CHECK(clcnn_model_get_normalize(b, &mean, &sd) == 1 && mean == m9 && sd == s05);
     /* A set with none takes the model's: the result of the normalised set, exactly. */
@@ -240,8 +241,8 @@ static void check_checkpoint_normalize(clcnn_context *ctx, const char *dir) {
 
     /* A checkpoint that records no normalisation (""): unnormalised inputs, mean 0, std 1. */
     info.normalize[0] = '\0';
-    CHECK(clcnn_model_save_checkpoint_v2(a, path, &info) == CLCNN_SUCCESS);
-    CHECK(clcnn_checkpoint_peek_normalize_v2(path, text, sizeof text, &recorded, NULL, 0) ==
+    CHECK(clcnn_model_save_checkpoint(a, path, &info) == CLCNN_SUCCESS);
+    CHECK(clcnn_checkpoint_peek_normalize(path, text, sizeof text, &recorded, NULL, 0) ==
           CLCNN_SUCCESS);
     CHECK(recorded == 1 && text[0] == '\0');
     CHECK(clcnn_model_load_weights(c, path) == CLCNN_SUCCESS);
@@ -249,18 +250,18 @@ static void check_checkpoint_normalize(clcnn_context *ctx, const char *dir) {
     CHECK(clcnn_model_evaluate(c, other, 32, &loss, &hits) == CLCNN_ERR_INVALID_ARGUMENT);
 
     /* What a load would refuse, a save refuses, naming the field; the file is untouched. */
-    clcnn_checkpoint_info_v2 bad = info;
+    clcnn_checkpoint_info bad = info;
     snprintf(bad.normalize, sizeof bad.normalize, "imagenet");
-    CHECK(clcnn_model_save_checkpoint_v2(a, path, &bad) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_save_checkpoint(a, path, &bad) == CLCNN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(clcnn_model_errmsg(a), "normalize") != NULL);
     bad = info, bad.step = ((int64_t)1 << 53) + 1;
-    CHECK(clcnn_model_save_checkpoint_v2(a, path, &bad) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_save_checkpoint(a, path, &bad) == CLCNN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(clcnn_model_errmsg(a), "step") != NULL);
     bad = info, bad.batch_size = (int64_t)1 << 31;
-    CHECK(clcnn_model_save_checkpoint_v2(a, path, &bad) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_save_checkpoint(a, path, &bad) == CLCNN_ERR_INVALID_ARGUMENT);
     bad = info, bad.label_smoothing = NAN;
-    CHECK(clcnn_model_save_checkpoint_v2(a, path, &bad) == CLCNN_ERR_INVALID_ARGUMENT);
-    CHECK(clcnn_checkpoint_peek_normalize_v2(path, text, sizeof text, &recorded, NULL, 0) ==
+    CHECK(clcnn_model_save_checkpoint(a, path, &bad) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_checkpoint_peek_normalize(path, text, sizeof text, &recorded, NULL, 0) ==
           CLCNN_SUCCESS);
     CHECK(recorded == 1 && text[0] == '\0');
     clcnn_model_free(a);
@@ -271,7 +272,7 @@ static void check_checkpoint_normalize(clcnn_context *ctx, const char *dir) {
     clcnn_dataset_free(other);
 }
 
-/* clcnn_model_train_epoch_v2: an epoch stopped by the hook before batch 3, saved, loaded into a
+/* clcnn_model_train_epoch: an epoch stopped by the hook before batch 3, saved, loaded into a
  * fresh model and resumed with start_batch gives the uninterrupted epoch's losses and weights
  * bit for bit. Batches of 20 make the last of the 5 partial. */
 static void check_resume_mid_epoch(clcnn_context *ctx, const char *dir) {
@@ -284,34 +285,35 @@ static void check_resume_mid_epoch(clcnn_context *ctx, const char *dir) {
     make_data(4);
     CHECK(clcnn_dataset_from_memory(&ds, ctx, img, lab, N, C, H, W) == CLCNN_SUCCESS);
     a = momentum_model(ctx), b = momentum_model(ctx);
-    clcnn_train_options_defaults(&o);
+    clcnn_train_options_init(&o);
     o.batch_size = 20, o.seed = 5, o.epoch = 2, o.every = 1, o.progress = record_loss;
     o.user = &la;
-    CHECK(clcnn_model_train_epoch_v2(a, ds, &o, &done) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_train_epoch(a, ds, &o, &done) == CLCNN_SUCCESS);
     CHECK(done == 5 && la.calls == 5 && la.batch[4] == 5);
 
     stop_at s = {3, 2, 20, 0};
     o.user = &lb, o.hook = stop_hook, o.hook_user = &s;
-    CHECK(clcnn_model_train_epoch_v2(b, ds, &o, &done) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_train_epoch(b, ds, &o, &done) == CLCNN_SUCCESS);
     CHECK(done == 3 && s.calls == 4 && lb.calls == 3);
     CHECK(memcmp(la.loss, lb.loss, 3 * sizeof(float)) == 0);
     snprintf(path, sizeof path, "%s/mid.safetensors", dir);
-    clcnn_checkpoint_info_v2 info = {.epoch = 2,
-                                     .step = 3,
-                                     .batch_in_epoch = 3,
-                                     .seed = 5,
-                                     .batch_size = 20,
-                                     .schedule = CLCNN_SCHEDULE_ONECYCLE,
-                                     .schedule_lr = 0.3,
-                                     .total_steps = 17,
-                                     .pct_start = 0.25,
-                                     .label_smoothing = 0.1,
-                                     .random_crop = 4,
-                                     .hflip = 1},
-                             back = {0};
-    CHECK(clcnn_model_save_checkpoint_v2(b, path, &info) == CLCNN_SUCCESS);
+    clcnn_checkpoint_info info = {.struct_size = sizeof(clcnn_checkpoint_info),
+                                  .epoch = 2,
+                                  .step = 3,
+                                  .batch_in_epoch = 3,
+                                  .seed = 5,
+                                  .batch_size = 20,
+                                  .schedule = CLCNN_SCHEDULE_ONECYCLE,
+                                  .schedule_lr = 0.3,
+                                  .total_steps = 17,
+                                  .pct_start = 0.25,
+                                  .label_smoothing = 0.1,
+                                  .random_crop = 4,
+                                  .hflip = 1},
+                          back = {.struct_size = sizeof(clcnn_checkpoint_info)};
+    CHECK(clcnn_model_save_checkpoint(b, path, &info) == CLCNN_SUCCESS);
     CHECK(clcnn_model_create(&c, ctx, clcnn_model_spec(b), C, H, W, 99) == CLCNN_SUCCESS);
-    CHECK(clcnn_model_load_checkpoint_v2(c, path, &back) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_load_checkpoint(c, path, &back) == CLCNN_SUCCESS);
     CHECK(back.epoch == 2 && back.step == 3 && back.batch_in_epoch == 3 && back.seed == 5 &&
           back.batch_size == 20);
     CHECK(back.schedule == CLCNN_SCHEDULE_ONECYCLE && back.schedule_lr == 0.3 &&
@@ -320,7 +322,7 @@ static void check_resume_mid_epoch(clcnn_context *ctx, const char *dir) {
     /* every 2 counted from the checkpoint's step 3: after batches 4 (step 4) but not 5. */
     o.epoch = back.epoch, o.start_batch = back.batch_in_epoch, o.global_step = back.step;
     o.every = 2, o.user = &lc, o.hook = NULL, o.hook_user = NULL;
-    CHECK(clcnn_model_train_epoch_v2(c, ds, &o, &done) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_train_epoch(c, ds, &o, &done) == CLCNN_SUCCESS);
     CHECK(done == 5 && lc.calls == 1 && lc.batch[0] == 4 && lc.loss[0] == la.loss[3]);
     CHECK(clcnn_model_step_count(c) == clcnn_model_step_count(a));
     size_t na = 0, nc = 0;
@@ -331,10 +333,10 @@ static void check_resume_mid_epoch(clcnn_context *ctx, const char *dir) {
 
     /* drop_last leaves out the partial batch; a start past the end is refused, on the model. */
     o.start_batch = 0, o.global_step = 0, o.progress = NULL, o.drop_last = 1;
-    CHECK(clcnn_model_train_epoch_v2(c, ds, &o, &done) == CLCNN_SUCCESS && done == 4);
+    CHECK(clcnn_model_train_epoch(c, ds, &o, &done) == CLCNN_SUCCESS && done == 4);
     CHECK(clcnn_model_errcode(c) == CLCNN_SUCCESS);
     o.start_batch = 5;
-    CHECK(clcnn_model_train_epoch_v2(c, ds, &o, &done) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_train_epoch(c, ds, &o, &done) == CLCNN_ERR_INVALID_ARGUMENT);
     CHECK(clcnn_model_errcode(c) == CLCNN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(clcnn_model_errmsg(c), "start batch 5") != NULL);
     CHECK(clcnn_dataset_errcode(ds) == CLCNN_SUCCESS);
@@ -356,12 +358,14 @@ static void check_training(clcnn_context *ctx, const char *dir) {
                              9) == CLCNN_SUCCESS);
     progress_log p = {0, 0, 0, 0};
     int64_t done = -1;
-    for (int e = 0; e < 4; e++)
-        CHECK(clcnn_model_train_epoch(m, ds, 16, 5, e, 1, 2, on_progress, &p, &done) ==
-              CLCNN_SUCCESS);
+    clcnn_train_options o;
+    clcnn_train_options_init(&o);
+    o.batch_size = 16, o.seed = 5, o.every = 2, o.progress = on_progress, o.user = &p;
+    for (o.epoch = 0; o.epoch < 4; o.epoch++)
+        CHECK(clcnn_model_train_epoch(m, ds, &o, &done) == CLCNN_SUCCESS);
     CHECK(p.calls == 12 && p.batches == 6 && p.last_batch == 6 && done == 6);
     p.calls = 0, p.stop_after = 1;
-    CHECK(clcnn_model_train_epoch(m, ds, 16, 5, 4, 1, 2, on_progress, &p, &done) == CLCNN_SUCCESS);
+    CHECK(clcnn_model_train_epoch(m, ds, &o, &done) == CLCNN_SUCCESS);
     CHECK(p.calls == 1 && done == 2); /* stopped by the callback */
     CHECK(clcnn_model_step_count(m) == 26);
 
@@ -391,7 +395,10 @@ static void check_training(clcnn_context *ctx, const char *dir) {
     /* Checkpoint round trip: a second model predicts the same logits. */
     char path[512], spec[256];
     snprintf(path, sizeof path, "%s/ck.safetensors", dir);
-    clcnn_checkpoint_info info = {4, 26, 2, 5}, back = {0, 0, 0, 0};
+    clcnn_checkpoint_info info, back;
+    clcnn_checkpoint_info_init(&info);
+    clcnn_checkpoint_info_init(&back);
+    info.epoch = 4, info.step = 26, info.batch_in_epoch = 2, info.seed = 5;
     CHECK(clcnn_model_save_checkpoint(m, path, &info) == CLCNN_SUCCESS);
     int c = 0, h = 0, w = 0;
     CHECK(clcnn_checkpoint_peek(path, spec, sizeof spec, &c, &h, &w, NULL, 0) == CLCNN_SUCCESS);
@@ -433,6 +440,70 @@ static void check_training(clcnn_context *ctx, const char *dir) {
 }
 
 /* The host application owns an OpenCL context and queue; clcnn runs on them. */
+/* Every struct with a struct_size: its init function sets it, and a size this library does not
+ * know (a caller that skipped the init, or one built against another layout) is refused with
+ * one line naming the struct and its init function, before anything is read, written or run. */
+static void check_struct_sizes(clcnn_devices *devs, int idx, clcnn_context *ctx, const char *dir) {
+    clcnn_context_options co;
+    clcnn_train_options to;
+    clcnn_checkpoint_info ci;
+    clcnn_comm cm;
+    clcnn_context_options_init(&co);
+    clcnn_train_options_init(&to);
+    clcnn_checkpoint_info_init(&ci);
+    clcnn_comm_init(&cm);
+    CHECK(co.struct_size == sizeof co && to.struct_size == sizeof to);
+    CHECK(ci.struct_size == sizeof ci && cm.struct_size == sizeof cm);
+
+    clcnn_context *bad = NULL;
+    co.struct_size = 0;
+    CHECK(clcnn_context_create(&bad, devs, idx, &co) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(clcnn_context_errmsg(bad), "clcnn_context_options_init") != NULL);
+    clcnn_context_free(bad);
+
+    clcnn_dataset *ds = NULL;
+    clcnn_model *m = NULL;
+    clcnn_replicas *g = NULL;
+    make_data(5);
+    CHECK(clcnn_dataset_from_memory(&ds, ctx, img, lab, N, C, H, W) == CLCNN_SUCCESS);
+    m = momentum_model(ctx);
+    to.struct_size = sizeof to + 8;
+    CHECK(clcnn_model_train_epoch(m, ds, &to, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(clcnn_model_errmsg(m), "clcnn_train_options_init") != NULL);
+    CHECK(clcnn_model_step_count(m) == 0);
+
+    char path[512];
+    snprintf(path, sizeof path, "%s/sizes.safetensors", dir);
+    ci.struct_size = sizeof ci - 8;
+    CHECK(clcnn_model_save_checkpoint(m, path, &ci) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(clcnn_model_errmsg(m), "clcnn_checkpoint_info_init") != NULL);
+    CHECK(access(path, F_OK) != 0); /* nothing written */
+    ci.struct_size = sizeof ci, ci.epoch = 3;
+    CHECK(clcnn_model_save_checkpoint(m, path, &ci) == CLCNN_SUCCESS);
+    clcnn_checkpoint_info back = ci;
+    back.struct_size = 0, back.epoch = 0;
+    CHECK(clcnn_model_load_checkpoint(m, path, &back) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(clcnn_model_errmsg(m), "clcnn_checkpoint_info_init") != NULL);
+    CHECK(back.epoch == 0 && back.struct_size == 0); /* not written */
+    clcnn_checkpoint_info_init(&back);
+    CHECK(clcnn_model_load_checkpoint(m, path, &back) == CLCNN_SUCCESS && back.epoch == 3);
+    CHECK(back.struct_size == sizeof back);
+
+    cm.rank = 0, cm.size = 1, cm.struct_size = 1;
+    CHECK(clcnn_replicas_create(&g, &m, 1, &cm) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(clcnn_replicas_errmsg(g), "clcnn_comm_init") != NULL);
+    clcnn_replicas_free(g);
+    g = NULL;
+    cm.struct_size = sizeof cm;
+    CHECK(clcnn_replicas_create(&g, &m, 1, &cm) == CLCNN_SUCCESS);
+    clcnn_replicas_free(g);
+    clcnn_model_free(m);
+    clcnn_dataset_free(ds);
+    remove(path);
+    snprintf(path, sizeof path, "%s/sizes.state.safetensors", dir);
+    remove(path);
+}
+
 static void check_adopted(cl_platform_id platform, cl_device_id device) {
     cl_int rc;
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform, 0};
@@ -494,6 +565,7 @@ int main(void) {
     check_training(ctx, tmpl);
     check_resume_mid_epoch(ctx, tmpl);
     check_checkpoint_normalize(ctx, tmpl);
+    check_struct_sizes(devs, idx, ctx, tmpl);
 
     clcnn_summary_writer *w = NULL;
     char logdir[600];
@@ -522,7 +594,8 @@ int main(void) {
     clcnn_context_free(ctx);
 
     /* A profile report after the model that labelled its sections is gone (ASan watches). */
-    clcnn_context_options popts = {0};
+    clcnn_context_options popts;
+    clcnn_context_options_init(&popts);
     popts.enable_profiling = 1;
     ctx = NULL;
     CHECK(clcnn_context_create(&ctx, devs, idx, &popts) == CLCNN_SUCCESS);

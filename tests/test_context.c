@@ -40,7 +40,8 @@ static void check_bad(const char *var, const char *value, const char *accepted) 
 }
 
 static void check_backend(const char *env, clcnn_backend opt, clcnn_gemm_backend want) {
-    clcnn_context_options o = {0};
+    clcnn_context_options o;
+    clcnn_context_options_init(&o);
     clcnn_status st;
     o.backend = opt;
     clcnn_context *ctx = make("CLCNN_BACKEND", env, &o, &st);
@@ -53,7 +54,8 @@ static void check_backend(const char *env, clcnn_backend opt, clcnn_gemm_backend
 }
 
 static void check_conv_algo(const char *env, clcnn_conv_algo opt, int want) {
-    clcnn_context_options o = {0};
+    clcnn_context_options o;
+    clcnn_context_options_init(&o);
     clcnn_status st;
     o.conv_algo = opt;
     clcnn_context *ctx = make("CLCNN_CONV_ALGO", env, &o, &st);
@@ -65,7 +67,8 @@ static void check_conv_algo(const char *env, clcnn_conv_algo opt, int want) {
 }
 
 static void check_autotune(const char *env, int opt, int want) {
-    clcnn_context_options o = {0};
+    clcnn_context_options o;
+    clcnn_context_options_init(&o);
     clcnn_status st;
     o.autotune = opt;
     o.disable_cache = 1; /* no tuning file: this only asks whether tuning is on */
@@ -96,7 +99,8 @@ static void check_bad_values(void) {
 
     /* Options out of their enums. */
     {
-        clcnn_context_options o = {0};
+        clcnn_context_options o;
+        clcnn_context_options_init(&o);
         clcnn_context *ctx = NULL;
         o.backend = (clcnn_backend)99;
         CHECK(clcnn_context_create(&ctx, devs, idx, &o) == CLCNN_ERR_INVALID_ARGUMENT &&
@@ -142,7 +146,8 @@ int main(void) {
     check_backend("cuda", CLCNN_BACKEND_CLBLAST, CLCNN_GEMM_CLBLAST);
     /* gpu where the device runs it; else an error that says who asked for it */
     {
-        clcnn_context_options o = {0};
+        clcnn_context_options o;
+        clcnn_context_options_init(&o);
         clcnn_status st;
         o.backend = CLCNN_BACKEND_GPU;
         clcnn_context *ctx = make("CLCNN_BACKEND", "cpu", &o, &st);

@@ -1095,7 +1095,7 @@ static int open_contexts(const clcnn_devices *devs, lo_ctx *out, int *failed) {
         for (size_t b = 0; b < sizeof backends / sizeof backends[0] && n < MAX_CTX; b++) {
             clcnn_context_options o;
             clcnn_context *ctx = NULL;
-            memset(&o, 0, sizeof o);
+            clcnn_context_options_init(&o);
             o.backend = backends[b].b;
             clcnn_status st = clcnn_context_create(&ctx, devs, d, &o);
             if (st == CLCNN_SUCCESS) {

@@ -188,7 +188,10 @@ static void check_long_spec(void) {
     CHECK_MSG(len >= 10 && strcmp(canon + len - 10, "linear(10)") == 0, "spec ends '%s'",
               len > 20 ? canon + len - 20 : canon);
     snprintf(path, sizeof path, "%s/test_model_long_spec.safetensors", CLCNN_BINARY_DIR);
-    clcnn_checkpoint_info info = {1, 3, 0, 1}, back;
+    clcnn_checkpoint_info info, back;
+    clcnn_checkpoint_info_init(&info);
+    clcnn_checkpoint_info_init(&back);
+    info.epoch = 1, info.step = 3, info.seed = 1;
     CHECK(clcnn_model_save_checkpoint(m, path, &info) == CLCNN_SUCCESS);
     CHECK(clcnn_checkpoint_peek(path, peek, sizeof peek, &c, &h, &w, err, sizeof err) ==
           CLCNN_SUCCESS);
@@ -268,7 +271,9 @@ static void check_failed_load(void) {
     snprintf(spath, sizeof spath, "%s/test_model_failed.state.safetensors", CLCNN_BINARY_DIR);
     snprintf(bad, sizeof bad, "%s/test_model_bad.safetensors", CLCNN_BINARY_DIR);
     snprintf(bads, sizeof bads, "%s/test_model_bad.state.safetensors", CLCNN_BINARY_DIR);
-    clcnn_checkpoint_info info = {1, 1, 0, 3};
+    clcnn_checkpoint_info info;
+    clcnn_checkpoint_info_init(&info);
+    info.epoch = 1, info.step = 1, info.seed = 3;
     CHECK(clcnn_model_save_checkpoint(src, path, &info) == CLCNN_SUCCESS);
     clcnn_model_free(src);
 
@@ -278,6 +283,7 @@ static void check_failed_load(void) {
 
     clcnn_model *m = adam_twin(x, y), *twin = adam_twin(x, y);
     clcnn_checkpoint_info back;
+    clcnn_checkpoint_info_init(&back);
     CHECK(clcnn_model_load_checkpoint(m, bad, &back) == CLCNN_ERR_FORMAT);
     CHECK_MSG(strstr(clcnn_model_errmsg(m), "test_model_bad.state.safetensors") != NULL, "%s",
               clcnn_model_errmsg(m));

@@ -83,7 +83,7 @@ static int on_progress(void *user, int64_t batch, int64_t batches, float loss) {
 }
 
 static void options(clcnn_train_options *o, record *rec) {
-    clcnn_train_options_defaults(o);
+    clcnn_train_options_init(o);
     o->batch_size = BATCH;
     o->seed = 3;
     o->every = 1;
@@ -141,7 +141,7 @@ static void run_single(unit *u, record *rec) {
     for (int64_t e = 0; e < 2; e++) {
         int64_t done = 0;
         o.epoch = e, o.global_step = e * 6;
-        CHECK(clcnn_model_train_epoch_v2(u->m, u->ds, &o, &done) == CLCNN_SUCCESS);
+        CHECK(clcnn_model_train_epoch(u->m, u->ds, &o, &done) == CLCNN_SUCCESS);
         CHECK(done == 6);
     }
 }
@@ -309,12 +309,12 @@ static void tail_compare(const char *what, const char *spec, const tail_run *ref
 static void tail_refused(clcnn_model *m, clcnn_dataset *ds, clcnn_replicas *g,
                          clcnn_dataset *const *sets) {
     clcnn_train_options o;
-    clcnn_train_options_defaults(&o);
+    clcnn_train_options_init(&o);
     o.batch_size = NS - 1;
     int64_t done = -1;
     snapshot before = take(m);
     clcnn_status st = g ? clcnn_replicas_train_epoch(g, sets, &o, &done)
-                        : clcnn_model_train_epoch_v2(m, ds, &o, &done);
+                        : clcnn_model_train_epoch(m, ds, &o, &done);
     const char *msg = g ? clcnn_replicas_errmsg(g) : clcnn_model_errmsg(m);
     CHECK_MSG(st == CLCNN_ERR_INVALID_ARGUMENT && done == 0, "%s: %d, %lld batches: %s",
               g ? "group" : "one model", st, (long long)done, msg);
@@ -334,7 +334,7 @@ static void tail_refused(clcnn_model *m, clcnn_dataset *ds, clcnn_replicas *g,
     }
     o.drop_last = 1, o.every = 1;
     st = g ? clcnn_replicas_train_epoch(g, sets, &o, &done)
-           : clcnn_model_train_epoch_v2(m, ds, &o, &done);
+           : clcnn_model_train_epoch(m, ds, &o, &done);
     CHECK_MSG(st == CLCNN_SUCCESS && done == 1, "drop_last: %s",
               g ? clcnn_replicas_errmsg(g) : clcnn_model_errmsg(m));
 }
@@ -448,7 +448,11 @@ typedef struct process {
 
 static void *process_main(void *arg) {
     process *p = arg;
-    clcnn_comm comm = {p->fr.rank, 2, &p->fr, fake_float, fake_double, fake_bcast};
+    clcnn_comm comm;
+    clcnn_comm_init(&comm);
+    comm.rank = p->fr.rank, comm.size = 2, comm.user = &p->fr;
+    comm.allreduce_float = fake_float, comm.allreduce_double = fake_double;
+    comm.broadcast = fake_bcast;
     clcnn_replicas *g = NULL;
     unit_make(&p->u, p->s, p->spec ? p->spec : SPEC_PLAIN, p->lr);
     clcnn_dataset *sets[1] = {p->u.ds};

@@ -94,7 +94,7 @@ static void run(clcnn_context *ctx, clcnn_dataset *ds, const clcnn_train_options
     CHECK(clcnn_model_create(&m, ctx, "flatten linear(4)", C, H, W, 3) == CLCNN_SUCCESS);
     cap->m = m, cap->first_batch = o.start_batch;
     o.progress = on_progress, o.user = cap, o.every = 1;
-    CHECK_MSG(clcnn_model_train_epoch_v2(m, ds, &o, &done) == CLCNN_SUCCESS, "%s",
+    CHECK_MSG(clcnn_model_train_epoch(m, ds, &o, &done) == CLCNN_SUCCESS, "%s",
               clcnn_model_errmsg(m));
     CHECK(done == NB && cap->calls == NB - o.start_batch);
     clcnn_model_free(m);
@@ -103,7 +103,7 @@ static void run(clcnn_context *ctx, clcnn_dataset *ds, const clcnn_train_options
 static void test_augmentation(clcnn_context *ctx, clcnn_dataset *ds) {
     static capture a, b, c;
     clcnn_train_options o;
-    clcnn_train_options_defaults(&o);
+    clcnn_train_options_init(&o);
     o.batch_size = BS, o.seed = 11, o.epoch = 2;
     const int cases[][2] = {{0, 0}, {2, 0}, {0, 1}, {2, 1}, {7, 1}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -132,11 +132,11 @@ static void test_augmentation(clcnn_context *ctx, clcnn_dataset *ds) {
     clcnn_model *m = NULL;
     CHECK(clcnn_model_create(&m, ctx, "flatten linear(4)", C, H, W, 3) == CLCNN_SUCCESS);
     o.random_crop = -1;
-    CHECK(clcnn_model_train_epoch_v2(m, ds, &o, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_train_epoch(m, ds, &o, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
     o.random_crop = CLCNN_MAX_CROP + 1;
-    CHECK(clcnn_model_train_epoch_v2(m, ds, &o, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_train_epoch(m, ds, &o, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
     o.random_crop = 0, o.hflip = 2;
-    CHECK(clcnn_model_train_epoch_v2(m, ds, &o, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_train_epoch(m, ds, &o, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
     clcnn_model_free(m);
 }
 
@@ -176,7 +176,7 @@ static void test_evaluation(clcnn_context *ctx, clcnn_dataset *ds) {
     static float x[NS * PIX], logits[NS * K];
     clcnn_train_options o;
     clcnn_model *m = NULL;
-    clcnn_train_options_defaults(&o);
+    clcnn_train_options_init(&o);
     o.batch_size = BS, o.random_crop = 2, o.hflip = 1;
     run(ctx, ds, &o, &a); /* leaves the data set's order shuffled */
     CHECK(clcnn_model_create(&m, ctx, "flatten linear(4)", C, H, W, 3) == CLCNN_SUCCESS);
@@ -224,7 +224,7 @@ static void test_evaluation(clcnn_context *ctx, clcnn_dataset *ds) {
 static void test_schedule_in_loop(clcnn_context *ctx, clcnn_dataset *ds) {
     static capture a;
     clcnn_train_options o;
-    clcnn_train_options_defaults(&o);
+    clcnn_train_options_init(&o);
     CHECK(o.schedule == CLCNN_SCHEDULE_CONSTANT && o.pct_start == 0.3);
     o.batch_size = BS, o.schedule = CLCNN_SCHEDULE_ONECYCLE, o.lr = 0.5, o.total_steps = 3 * NB;
     o.epoch = 1, o.start_batch = 1, o.global_step = NB + 1; /* resumed at batch 1 of epoch 1 */
@@ -241,15 +241,15 @@ static void test_schedule_in_loop(clcnn_context *ctx, clcnn_dataset *ds) {
     clcnn_model *m = NULL;
     CHECK(clcnn_model_create(&m, ctx, "flatten linear(4)", C, H, W, 3) == CLCNN_SUCCESS);
     o.total_steps = 0;
-    CHECK(clcnn_model_train_epoch_v2(m, ds, &o, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_train_epoch(m, ds, &o, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
     o.total_steps = 10, o.lr = 0;
-    CHECK(clcnn_model_train_epoch_v2(m, ds, &o, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_train_epoch(m, ds, &o, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
     o.lr = 0.1, o.schedule = CLCNN_SCHEDULE_ONECYCLE, o.pct_start = 1.5;
-    CHECK(clcnn_model_train_epoch_v2(m, ds, &o, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_train_epoch(m, ds, &o, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
     /* Batches 1, 2 take steps NB+1 and NB+2 (PyTorch's last: total_steps); batch 3 fails. */
     o.pct_start = 0.3, o.total_steps = NB + 2;
     int64_t done = 0;
-    CHECK(clcnn_model_train_epoch_v2(m, ds, &o, &done) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(clcnn_model_train_epoch(m, ds, &o, &done) == CLCNN_ERR_INVALID_ARGUMENT);
     CHECK(done == 3 && strstr(clcnn_model_errmsg(m), "onecycle") != NULL);
     clcnn_model_free(m);
 }

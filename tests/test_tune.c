@@ -33,7 +33,8 @@ static int train(const char *dir, int autotune, float *out) {
     clcnn_context *ctx = NULL;
     clcnn_dataset *ds = NULL;
     clcnn_model *m = NULL;
-    clcnn_context_options co = {0};
+    clcnn_context_options co;
+    clcnn_context_options_init(&co);
     uint8_t images[N_IMG * 3 * 16 * 16], labels[N_IMG];
     int idx = -1, rc = 1;
     co.autotune = autotune;
@@ -246,7 +247,8 @@ int main(void) {
         }
         clcnn_devices *dl2 = NULL;
         clcnn_context *c2 = NULL;
-        clcnn_context_options co = {0};
+        clcnn_context_options co;
+        clcnn_context_options_init(&co);
         int i2 = -1;
         co.autotune = 1;
         setenv("CLCNN_CACHE_DIR", longdir, 1);

@@ -45,12 +45,12 @@ int main(void) {
         goto done;
     }
     clcnn_train_options opts;
-    clcnn_train_options_defaults(&opts);
+    clcnn_train_options_init(&opts);
     opts.batch_size = 32, opts.seed = 7, opts.every = 8;
     opts.progress = progress, opts.user = &opts;
     for (opts.epoch = 1; opts.epoch <= 3; opts.epoch++) {
         opts.global_step = clcnn_model_step_count(model); /* progress every 8 steps */
-        if (clcnn_model_train_epoch_v2(model, train, &opts, NULL)) {
+        if (clcnn_model_train_epoch(model, train, &opts, NULL)) {
             fprintf(stderr, "training: %s\n", clcnn_model_errmsg(model));
             goto done;
         }

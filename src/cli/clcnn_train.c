@@ -802,7 +802,7 @@ static const char *exact(char buf[32], double v) {
 }
 
 /* The lr a resumed run is set with: a schedule's base (or max) lr, else the optimizer's. */
-static double resumed_lr(const clcnn_optimizer_options *ck, const clcnn_checkpoint_info_v2 *info) {
+static double resumed_lr(const clcnn_optimizer_options *ck, const clcnn_checkpoint_info *info) {
     return info->schedule != CLCNN_SCHEDULE_CONSTANT ? info->schedule_lr : ck->lr;
 }
 
@@ -823,8 +823,7 @@ static const char *differ_word(const char *opt, char *mine, char *theirs, const 
 /* The first training setting beside the optimizer's (schedule, label smoothing, augmentation,
  * decay exclusions) given on the command line that differs from the checkpoint's, or NULL. */
 static const char *training_conflict(const cli_options *o, const clcnn_optimizer_options *ck,
-                                     const clcnn_checkpoint_info_v2 *info, char *mine,
-                                     char *theirs) {
+                                     const clcnn_checkpoint_info *info, char *mine, char *theirs) {
     if (o->schedule_given && o->schedule != info->schedule)
         return differ_word("--schedule", mine, theirs, clcnn_schedule_name(o->schedule),
                            clcnn_schedule_name(info->schedule));
@@ -845,7 +844,7 @@ static const char *training_conflict(const cli_options *o, const clcnn_optimizer
  * that differs from them is refused, naming both values; so is another batch size when the
  * checkpoint stopped in the middle of an epoch (its remaining samples are counted in batches). */
 static int resume_conflicts(const cli_options *o, const clcnn_optimizer_options *ck,
-                            const clcnn_checkpoint_info_v2 *info) {
+                            const clcnn_checkpoint_info *info) {
     const char *why = "a resumed run keeps the checkpoint's settings; leave the option out";
     char mine[80] = "", theirs[80] = "", x[32], y[32];
     const char *opt = NULL;
@@ -1054,7 +1053,7 @@ static void progress(run_state *r, int64_t epoch, int64_t b, int64_t nb, float l
     fflush(stdout);
 }
 
-static int save(run_state *r, const clcnn_checkpoint_info_v2 *info, int64_t epoch_label) {
+static int save(run_state *r, const clcnn_checkpoint_info *info, int64_t epoch_label) {
     char path[4200];
     if (r->dist->rank != 0) return 0; /* rank 0 writes for all */
     snprintf(path, sizeof path, "%s/epoch_%" PRId64 ".safetensors", r->o->save_dir, epoch_label);
@@ -1062,7 +1061,7 @@ static int save(run_state *r, const clcnn_checkpoint_info_v2 *info, int64_t epoc
         say("saving failed: %s", injected);
         return failed(r, END_ALONE);
     }
-    if (clcnn_model_save_checkpoint_v2(r->model, path, info)) {
+    if (clcnn_model_save_checkpoint(r->model, path, info)) {
         say("saving failed: %s", clcnn_model_errmsg(r->model));
         return failed(r, END_ALONE);
     }
@@ -1137,12 +1136,11 @@ static void epoch_failed(run_state *r, clcnn_status st, int64_t step) {
 
 /* What the library's loop trains the first epoch with, the run starting where info says (the
  * loop moves epoch, start_batch and global_step on). */
-static void train_options(run_state *r, const clcnn_checkpoint_info_v2 *info,
-                          clcnn_train_options *t) {
+static void train_options(run_state *r, const clcnn_checkpoint_info *info, clcnn_train_options *t) {
     const cli_options *o = r->o;
     int n = r->train ? clcnn_dataset_size(r->train) : 0, bs = (int)o->batch_size;
     int64_t nb = (n + bs - 1) / bs;
-    clcnn_train_options_defaults(t);
+    clcnn_train_options_init(t);
     t->batch_size = bs;
     t->seed = info->seed;
     t->shuffle = !o->no_shuffle;
@@ -1157,7 +1155,7 @@ static void train_options(run_state *r, const clcnn_checkpoint_info_v2 *info,
     t->global_step = info->step;
 }
 
-static int train(run_state *r, clcnn_checkpoint_info_v2 info) {
+static int train(run_state *r, clcnn_checkpoint_info info) {
     const cli_options *o = r->o;
     int n = clcnn_dataset_size(r->train), bs = (int)o->batch_size;
     int64_t nb = (n + bs - 1) / bs;
@@ -1175,7 +1173,7 @@ static int train(run_state *r, clcnn_checkpoint_info_v2 info) {
         if (!r->tty) printf("----- epoch %" PRId64 "/%ld -----\n", e + 1, o->epochs);
         if (r->group && cli_dist_fail_here(r->dist, "step")) cli_dist_fail_next_call(r->dist);
         clcnn_status st = r->group ? clcnn_replicas_train_epoch(r->group, r->trains, &t, &done)
-                                   : clcnn_model_train_epoch_v2(r->model, r->train, &t, &done);
+                                   : clcnn_model_train_epoch(r->model, r->train, &t, &done);
         info.step += done - t.start_batch;
         /* This rank's callback stopped its loop: the others go on to the next step. */
         if (r->failed) return failed(r, END_ALONE);
@@ -1236,8 +1234,8 @@ static int checkpoint_normalize(cli_options *o, resume_peek *ck) {
     const char *opt = o->resume ? "--resume" : "--init", *path = o->resume ? o->resume : o->init;
     char err[1100];
     int recorded = 0;
-    if (clcnn_checkpoint_peek_normalize_v2(path, ck->normalize, sizeof ck->normalize, &recorded,
-                                           err, sizeof err)) {
+    if (clcnn_checkpoint_peek_normalize(path, ck->normalize, sizeof ck->normalize, &recorded, err,
+                                        sizeof err)) {
         /* --init's file is read whole by the load, whose message about it (its size limit,
          * what is wrong inside) is the one to show. */
         if (!o->resume) return 0;
@@ -1467,8 +1465,8 @@ static int open_data(run_state *r, const resume_peek *ck, int shape[3]) {
 /* --resume into the model: its weights, optimizer state and settings, and where the run stood
  * (ck). opt receives the settings; o's batch size becomes the checkpoint's unless given. */
 static int resume_model(run_state *r, cli_options *o, clcnn_optimizer_options *opt,
-                        clcnn_checkpoint_info_v2 *ck) {
-    if (clcnn_model_load_checkpoint_v2(r->model, o->resume, ck)) {
+                        clcnn_checkpoint_info *ck) {
+    if (clcnn_model_load_checkpoint(r->model, o->resume, ck)) {
         say("--resume: %s", clcnn_model_errmsg(r->model));
         return -1;
     }
@@ -1497,7 +1495,7 @@ static int resume_model(run_state *r, cli_options *o, clcnn_optimizer_options *o
 
 /* The schedule's length: --epochs times the batches of an epoch. A resumed schedule keeps its
  * length: --epochs defaults to what it was, and one that changes the length is refused. */
-static int settle_total(const run_state *r, cli_options *o, const clcnn_checkpoint_info_v2 *ck) {
+static int settle_total(const run_state *r, cli_options *o, const clcnn_checkpoint_info *ck) {
     int sched = o->schedule != CLCNN_SCHEDULE_CONSTANT;
     if (!r->train) return 0;
     int64_t nb = (clcnn_dataset_size(r->train) + o->batch_size - 1) / o->batch_size;
@@ -1536,7 +1534,7 @@ static int check_schedule(const cli_options *o) {
 
 /* The training settings beside the optimizer's, now that a resume has had its say: the
  * schedule's length, the model's label smoothing, and what the checkpoints record. */
-static int settle_training(run_state *r, cli_options *o, clcnn_checkpoint_info_v2 *ck) {
+static int settle_training(run_state *r, cli_options *o, clcnn_checkpoint_info *ck) {
     if (settle_total(r, o, ck) || (r->train && check_schedule(o))) return -1;
     if (clcnn_model_set_label_smoothing(r->model, o->label_smoothing)) {
         say("--label-smoothing: %s", clcnn_model_errmsg(r->model));
@@ -1556,7 +1554,7 @@ static int settle_training(run_state *r, cli_options *o, clcnn_checkpoint_info_v
 /* The model for images of shape (c, h, w) with its optimizer and its starting weights (--init
  * or --resume); opt receives what it trains with and ck where the run starts. */
 static int make_model(run_state *r, cli_options *o, const char *spec, const int shape[3],
-                      clcnn_optimizer_options *opt, clcnn_checkpoint_info_v2 *ck) {
+                      clcnn_optimizer_options *opt, clcnn_checkpoint_info *ck) {
     size_t nparams = 0;
     if (clcnn_model_create(&r->model, r->ctx, spec, shape[0], shape[1], shape[2], o->seed)) {
         say("--model: %s", clcnn_model_errmsg(r->model));
@@ -1575,7 +1573,8 @@ static int make_model(run_state *r, cli_options *o, const char *spec, const int 
         say("%s", clcnn_model_errmsg(r->model));
         return -1;
     }
-    *ck = (clcnn_checkpoint_info_v2){.seed = o->seed, .batch_size = o->batch_size};
+    clcnn_checkpoint_info_init(ck);
+    ck->seed = o->seed, ck->batch_size = o->batch_size;
     if (o->init && clcnn_model_load_weights(r->model, o->init)) {
         say("--init: %s", clcnn_model_errmsg(r->model));
         return -1;
@@ -1690,8 +1689,8 @@ static int pick_devices(run_state *r, clcnn_devices *devs, const cli_options *o)
  * the optimizer in force (a resumed checkpoint's), the checkpoint info the run starts from and
  * the options the training loop is given (train_options). Each list is checked against its
  * struct below: a field added to the struct without a line here fails to compile, unless it
- * fits in the struct's tail padding (a published struct does not change: a new field comes
- * as a _v2 struct, which these lists must then name). */
+ * fits in the struct's tail padding (a struct that grows takes new fields at its end, after
+ * the ones an older caller's struct_size covers). */
 /* clang-format off */
 #define OPTIMIZER_FIELDS(X, p)                                                                     \
     X(p, clcnn_optimizer_kind, kind, STEP, OPTIMIZER, "--optimizer")                              \
@@ -1706,6 +1705,7 @@ static int pick_devices(run_state *r, clcnn_devices *devs, const cli_options *o)
     X(p, int, no_decay_bn_bias, STEP, INT, "--no-decay-bn-bias")
 
 #define CHECKPOINT_FIELDS(X, p)                                                                    \
+    X(p, size_t, struct_size, LOCAL, NONE, "the struct's size")                                   \
     X(p, int64_t, epoch, STEP, INT, "the starting epoch")                                         \
     X(p, int64_t, step, STEP, INT, "the starting step")                                           \
     X(p, int64_t, batch_in_epoch, STEP, INT, "the starting batch")                                \
@@ -1721,6 +1721,7 @@ static int pick_devices(run_state *r, clcnn_devices *devs, const cli_options *o)
     X(p, normalize_text, normalize, STEP, TEXT, "--normalize")
 
 #define TRAIN_FIELDS(X, p)                                                                         \
+    X(p, size_t, struct_size, LOCAL, NONE, "the struct's size")                                   \
     X(p, int, batch_size, STEP, INT, "--batch-size")                                              \
     X(p, int, shuffle, STEP, INT, "--no-shuffle")                                                 \
     X(p, int, drop_last, STEP, INT, "the loop's drop_last")                                       \
@@ -1757,15 +1758,15 @@ struct train_mirror {
                        sizeof(((mirror##_struct *)0)->field) == sizeof(type),                      \
                    #mirror "." #field " is not where its list says");
 typedef clcnn_optimizer_options optimizer_struct;
-typedef clcnn_checkpoint_info_v2 checkpoint_struct;
+typedef clcnn_checkpoint_info checkpoint_struct;
 typedef clcnn_train_options train_struct;
 OPTIMIZER_FIELDS(SAME_FIELD, optimizer)
 CHECKPOINT_FIELDS(SAME_FIELD, checkpoint)
 TRAIN_FIELDS(SAME_FIELD, train)
 _Static_assert(sizeof(struct optimizer_mirror) == sizeof(clcnn_optimizer_options),
                "clcnn_optimizer_options has a field OPTIMIZER_FIELDS lacks");
-_Static_assert(sizeof(struct checkpoint_mirror) == sizeof(clcnn_checkpoint_info_v2),
-               "clcnn_checkpoint_info_v2 has a field CHECKPOINT_FIELDS lacks");
+_Static_assert(sizeof(struct checkpoint_mirror) == sizeof(clcnn_checkpoint_info),
+               "clcnn_checkpoint_info has a field CHECKPOINT_FIELDS lacks");
 _Static_assert(sizeof(struct train_mirror) == sizeof(clcnn_train_options),
                "clcnn_train_options has a field TRAIN_FIELDS lacks");
 
@@ -1788,7 +1789,7 @@ _Static_assert(sizeof(struct train_mirror) == sizeof(clcnn_train_options),
  * step, so a mismatched launch ends with one line instead of diverging. Compared: every STEP
  * field of the options as the run resolved them, of the optimizer in force, of where the run
  * starts and of what the training loop is given, and what the data set holds. */
-static int agree_settings(run_state *r, const cli_options *o, const clcnn_checkpoint_info_v2 *ck) {
+static int agree_settings(run_state *r, const cli_options *o, const clcnn_checkpoint_info *ck) {
     cli_options res = *o;
     clcnn_optimizer_options opt;
     clcnn_train_options t;
@@ -1840,7 +1841,7 @@ static int agree_mode(run_state *r, const cli_options *o) {
 
 /* The other replicas' models (replica 0's spec and seed), then the group: it gives every
  * replica replica 0's weights, optimizer and state (rank 0's, across processes). */
-static int make_group(run_state *r, const cli_options *o, const clcnn_checkpoint_info_v2 *ck) {
+static int make_group(run_state *r, const cli_options *o, const clcnn_checkpoint_info *ck) {
     int c, h, w;
     r->models[0] = r->model;
     if (r->n_rep == 1 && r->dist->size == 1) return 0;
@@ -1948,7 +1949,7 @@ static int print_plan(clcnn_model *m, int batch) {
 static int run(run_state *r, cli_options *o, clcnn_devices *devs) {
     static resume_peek peek; /* static: a spec may take 64 KiB */
     clcnn_optimizer_options opt;
-    clcnn_checkpoint_info_v2 ck;
+    clcnn_checkpoint_info ck;
     int shape[3];
     if (check_inputs(o, r, &peek)) return 1;
     double t0 = now();

@@ -75,6 +75,7 @@ static void init_solo(cli_dist *d) {
     memset(d, 0, sizeof *d);
     read_fail_at(d);
     d->size = d->local_size = 1;
+    clcnn_comm_init(&d->comm);
     d->comm.rank = 0;
     d->comm.size = 1;
     d->comm.user = d;
