@@ -6,6 +6,10 @@
 #include <string.h>
 #include <time.h>
 
+const char *clcnn_version(void) {
+    return CLCNN_VERSION_STRING;
+}
+
 clcnn_status clcnn_sized_in(clcnn_error *e, const char *type, void *dst, const void *src,
                             size_t current) {
     size_t size;

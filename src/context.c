@@ -1,4 +1,6 @@
-/* A context: one device, an in-order queue and every kernel built for it. */
+/* The device context: one device, an in-order queue, every kernel built for it, the launch
+ * functions and the profiler's hooks. The public context (runtime.c) adds the parts above
+ * this file: the GEMM backends, the tuner and the layers' settings. */
 #include "context.h"
 
 #include <pthread.h>
@@ -9,14 +11,7 @@
 
 #include "device.h"
 #include "env.h"
-#include "gemm.h"
-#include "layers/layer.h"
 #include "program.h"
-#include "tune.h"
-
-const char *clcnn_version(void) {
-    return CLCNN_VERSION_STRING;
-}
 
 clcnn_status clcnn_cl_fail(clcnn_context *ctx, cl_int rc, const char *what) {
     return clcnn_fail(&ctx->err, (clcnn_status)rc, "%s failed: %s", what, clcnn_cl_error_name(rc));
@@ -210,9 +205,8 @@ static void give_tag(const clcnn_device_info *in, int tag) {
 }
 
 /* Shared tail of both constructors: profiler, work-group defaults, every kernel (built or
- * cached), the GEMM backends and the tuner. */
-static clcnn_status finish_context(clcnn_context *ctx, const clcnn_settings *s, int profiling,
-                                   double t0) {
+ * cached). */
+static clcnn_status finish_context(clcnn_context *ctx, const clcnn_settings *s, int profiling) {
     clcnn_status st;
     char options[256];
     if (profiling && !(ctx->prof = clcnn_prof_create(s->profile_by_kernel)))
@@ -238,24 +232,14 @@ static clcnn_status finish_context(clcnn_context *ctx, const clcnn_settings *s, 
                               &ctx->cache_hit, ctx->cache_note, sizeof ctx->cache_note, &ctx->err);
     if (st != CLCNN_SUCCESS) return st;
     if ((st = make_kernels(ctx)) != CLCNN_SUCCESS) return st;
-    if ((st = resolve_kernels(ctx, s->kernel_dir)) != CLCNN_SUCCESS) return st;
-    if ((st = clcnn_gemm_init(ctx, s)) != CLCNN_SUCCESS) return st;
-    if (s->autotune && (st = clcnn_tuner_create(&ctx->tuner, &ctx->info, s->cache_dir,
-                                                &ctx->err)) != CLCNN_SUCCESS)
-        return st;
-    ctx->conv_algo = s->conv_algo;
-    if ((st = clcnn_conv_implicit_size(ctx, s->implicit_size)) != CLCNN_SUCCESS) return st;
-    ctx->build_seconds = clcnn_now_seconds() - t0;
-    return CLCNN_SUCCESS;
+    return resolve_kernels(ctx, s->kernel_dir);
 }
 
-clcnn_status clcnn_context_create(clcnn_context **out, const clcnn_devices *devs, int index,
-                                  const clcnn_context_options *opts) {
+clcnn_status clcnn_context_open(clcnn_context **out, const clcnn_devices *devs, int index,
+                                const clcnn_context_options *opts, clcnn_settings *s) {
     clcnn_context *ctx;
-    clcnn_settings s;
     clcnn_status st;
     cl_int rc;
-    double t0 = clcnn_now_seconds();
     if (!out) return CLCNN_ERR_INVALID_ARGUMENT;
     *out = ctx = calloc(1, sizeof *ctx);
     if (!ctx) return CLCNN_ERR_OUT_OF_HOST_MEMORY;
@@ -265,33 +249,31 @@ clcnn_status clcnn_context_create(clcnn_context **out, const clcnn_devices *devs
                           "device index %d is not in the visible list (%d device%s)", index,
                           clcnn_devices_count(devs), clcnn_devices_count(devs) == 1 ? "" : "s");
     clcnn_devices_get(devs, index, &ctx->info);
-    if ((st = clcnn_settings_resolve(&s, opts, &ctx->err)) != CLCNN_SUCCESS) return st;
-    int profiling = opts && opts->enable_profiling;
+    if ((st = clcnn_settings_resolve(s, opts, &ctx->err)) != CLCNN_SUCCESS) return st;
+    int profiling = s->enable_profiling;
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform, 0};
     ctx->context = clCreateContext(props, 1, &ctx->device, NULL, NULL, &rc);
     if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, "clCreateContext");
     ctx->queue = clCreateCommandQueue(ctx->context, ctx->device,
                                       profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &rc);
     if (rc != CL_SUCCESS) return clcnn_cl_fail(ctx, rc, "clCreateCommandQueue");
-    return finish_context(ctx, &s, profiling, t0);
+    return finish_context(ctx, s, profiling);
 }
 
-clcnn_status clcnn_context_create_from_cl(clcnn_context **out, void *cl_ctx, void *cl_queue,
-                                          const clcnn_context_options *opts) {
+clcnn_status clcnn_context_open_cl(clcnn_context **out, void *cl_ctx, void *cl_queue,
+                                   const clcnn_context_options *opts, clcnn_settings *s) {
     clcnn_context *ctx;
     cl_command_queue_properties qprops = 0;
     cl_context qctx = NULL;
-    clcnn_settings s;
     clcnn_status st;
     cl_int rc;
-    double t0 = clcnn_now_seconds();
     if (!out) return CLCNN_ERR_INVALID_ARGUMENT;
     *out = ctx = calloc(1, sizeof *ctx);
     if (!ctx) return CLCNN_ERR_OUT_OF_HOST_MEMORY;
     ctx->tag = -1;
     if (!cl_ctx || !cl_queue)
         return clcnn_fail(&ctx->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL cl_context or queue");
-    if ((st = clcnn_settings_resolve(&s, opts, &ctx->err)) != CLCNN_SUCCESS) return st;
+    if ((st = clcnn_settings_resolve(s, opts, &ctx->err)) != CLCNN_SUCCESS) return st;
     cl_command_queue q = (cl_command_queue)cl_queue;
     rc = clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL);
     if (rc == CL_SUCCESS)
@@ -316,16 +298,14 @@ clcnn_status clcnn_context_create_from_cl(clcnn_context **out, void *cl_ctx, voi
     ctx->queue = q;
     clcnn_device_query(ctx->platform, ctx->device, &ctx->info);
     ctx->info.global_index = ctx->info.platform_index = ctx->info.device_index = -1;
-    return finish_context(ctx, &s, (qprops & CL_QUEUE_PROFILING_ENABLE) != 0, t0);
+    return finish_context(ctx, s, (qprops & CL_QUEUE_PROFILING_ENABLE) != 0);
 }
 
-void clcnn_context_free(clcnn_context *ctx) {
+void clcnn_context_close(clcnn_context *ctx) {
     if (!ctx) return;
     if (ctx->queue) clFinish(ctx->queue);
     give_tag(&ctx->info, ctx->tag);
-    clcnn_gemm_free(ctx->gemm);
     clcnn_prof_free(ctx->prof);
-    clcnn_tuner_free(ctx->tuner);
     for (int i = 0; i < ctx->n_kerns; i++)
         clReleaseKernel(ctx->kerns[i].k);
     for (int i = 0; ctx->progs && i < ctx->n_progs; i++)

@@ -5,6 +5,7 @@
 #include <CL/cl.h>
 
 #include "common.h"
+#include "env.h"
 #include "kernels.h"
 #include "prof.h"
 
@@ -53,6 +54,19 @@ struct clcnn_context {
     struct clcnn_tuner *tuner;   /* autotuning (tune.h); NULL when it is off */
     struct clcnn_prof *prof;     /* profiling (prof.h); NULL when it is off */
 };
+
+/* The device part of clcnn_context_create and clcnn_context_create_from_cl (runtime.c, which
+ * then attaches the GEMM backends, the tuner and the layers' settings): the OpenCL context and
+ * queue (made, or adopted and retained), the profiler when asked, every program and the typed
+ * kernel table; *s receives the settings resolved from opts and the environment, for the parts
+ * attached after. On failure *out is as the public functions describe it. */
+clcnn_status clcnn_context_open(clcnn_context **out, const clcnn_devices *devs, int index,
+                                const clcnn_context_options *opts, clcnn_settings *s);
+clcnn_status clcnn_context_open_cl(clcnn_context **out, void *cl_context, void *cl_queue,
+                                   const clcnn_context_options *opts, clcnn_settings *s);
+/* Waits for the queue and releases what clcnn_context_open made, and the context itself; the
+ * attached parts must be freed first. NULL is a no-op. */
+void clcnn_context_close(clcnn_context *ctx);
 
 /* The names of every kernel the library launches (*n of them, CLCNN_K_COUNT), in
  * clcnn_kernel_id order; a context fails to be created when its programs lack one. */

@@ -67,6 +67,7 @@ clcnn_status clcnn_settings_resolve(clcnn_settings *s, const clcnn_context_optio
     if (given && (st = clcnn_sized_in(e, "clcnn_context_options", &o, given, sizeof o))) return st;
     if ((st = resolve_backend(s, opts->backend, e)) != CLCNN_SUCCESS) return st;
     if ((st = resolve_conv_algo(s, opts->conv_algo, e)) != CLCNN_SUCCESS) return st;
+    s->enable_profiling = opts->enable_profiling != 0;
     s->autotune = opts->autotune != 0;
     if (!s->autotune && (v = var("CLCNN_AUTOTUNE"))) {
         if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)

@@ -12,6 +12,7 @@ typedef struct clcnn_settings {
     clcnn_backend backend;    /* CLCNN_BACKEND_DEFAULT: the rule per device type decides */
     const char *backend_from; /* "CLCNN_BACKEND" or "clcnn_context_options.backend" when set */
     int autotune;             /* 0 or 1 */
+    int enable_profiling;     /* clcnn_context_options.enable_profiling, 0 or 1 */
     int profile_by_kernel;    /* CLCNN_PROFILE=kernels: profiled sections split per kernel */
     int use_cache;            /* program-binary and autotuning files on disk */
     int conv_algo;            /* 0 = rules per device, 1 = direct, 2 = im2col, 3 = implicit */
