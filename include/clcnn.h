@@ -13,12 +13,14 @@
  * and errmsg's text changes with the next failure on that handle. No handle is thread-safe:
  * call each from one thread at a time.
  *
- * Structs that grow over releases (clcnn_context_options, clcnn_train_options,
- * clcnn_checkpoint_info, clcnn_comm) begin with `size_t struct_size`, the sizeof the struct the
- * caller was compiled with. Fill each with its init function (clcnn_context_options_init,
- * clcnn_train_options_init, clcnn_checkpoint_info_init, clcnn_comm_init), which sets
- * struct_size and the defaults, then set what you need. A call given a struct_size this library
- * does not know is CLCNN_ERR_INVALID_ARGUMENT with one line naming the struct and its init
+ * Structs that grow over releases (clcnn_context_options, clcnn_optimizer_options,
+ * clcnn_train_options, clcnn_checkpoint_info, clcnn_comm) begin with `size_t struct_size`, the
+ * sizeof the struct the caller was compiled with. Fill each with its init function
+ * (clcnn_context_options_init, clcnn_optimizer_options_init, clcnn_train_options_init,
+ * clcnn_checkpoint_info_init, clcnn_comm_init), which sets struct_size and the defaults, then
+ * set what you need; a struct the library fills (clcnn_model_get_optimizer,
+ * clcnn_model_load_checkpoint) needs its struct_size set too. A call given a struct_size this
+ * library does not know is CLCNN_ERR_INVALID_ARGUMENT with one line naming the struct and its init
  * function. */
 #ifndef CLCNN_H
 #define CLCNN_H
@@ -356,7 +358,9 @@ typedef enum clcnn_optimizer_kind {
     CLCNN_OPTIMIZER_ADAMW = 2 /* torch.optim.AdamW (decoupled weight decay) */
 } clcnn_optimizer_kind;
 
+/* Fill with clcnn_optimizer_options_init, then set what you need. */
 typedef struct clcnn_optimizer_options {
+    size_t struct_size; /* sizeof(clcnn_optimizer_options), set by clcnn_optimizer_options_init */
     clcnn_optimizer_kind kind;
     double lr;
     double momentum;     /* SGD */
@@ -370,12 +374,13 @@ typedef struct clcnn_optimizer_options {
     int no_decay_bn_bias;
 } clcnn_optimizer_options;
 
-/* Fills *opts with PyTorch's defaults for `kind` (lr 0.01 for SGD, the tutorial's value;
- * Adam lr 1e-3, betas 0.9/0.999, eps 1e-8; AdamW the same with weight_decay 1e-2). */
-void clcnn_optimizer_defaults(clcnn_optimizer_options *opts, clcnn_optimizer_kind kind);
+/* Sets opts->struct_size and PyTorch's defaults for `kind` (lr 0.01 for SGD, the tutorial's
+ * value; Adam lr 1e-3, betas 0.9/0.999, eps 1e-8; AdamW the same with weight_decay 1e-2). NULL
+ * is a no-op. */
+void clcnn_optimizer_options_init(clcnn_optimizer_options *opts, clcnn_optimizer_kind kind);
 
 /* The optimizer settings in use (after clcnn_model_set_optimizer, or as a loaded checkpoint
- * left them). */
+ * left them), into *opts, whose struct_size the caller sets (clcnn_optimizer_options_init). */
 clcnn_status clcnn_model_get_optimizer(const clcnn_model *model, clcnn_optimizer_options *opts);
 
 /* Changes the learning rate of the optimizer in use and keeps its state (momentum, moments,

@@ -948,7 +948,7 @@ static clcnn_status read_optimizer(clcnn_model *m, const clcnn_st_file *s, const
     /* Newer than the format: a file without it trained with decay on every parameter. */
     v[K_NODECAY].i = 0;
     if ((st = meta_get(&m->err, s, spath, K_NODECAY, m->in_c, &v[K_NODECAY], &present))) return st;
-    clcnn_optimizer_defaults(o, (clcnn_optimizer_kind)v[K_OPTIMIZER].i);
+    clcnn_optimizer_options_init(o, (clcnn_optimizer_kind)v[K_OPTIMIZER].i);
     o->lr = v[K_LR].d;
     o->momentum = v[K_MOM].d;
     o->dampening = v[K_DAMP].d;

@@ -128,7 +128,7 @@ clcnn_status clcnn_model_create(clcnn_model **out, clcnn_context *ctx, const cha
     if ((st = init_stats(m))) return st;
     if ((st = fill_zero(m, m->g, m->total))) return st;
     clcnn_optimizer_options o;
-    clcnn_optimizer_defaults(&o, CLCNN_OPTIMIZER_SGD);
+    clcnn_optimizer_options_init(&o, CLCNN_OPTIMIZER_SGD);
     return clcnn_model_set_optimizer(m, &o);
 }
 
@@ -853,9 +853,10 @@ clcnn_status clcnn_model_predict(clcnn_model *m, const float *x, int n, float *l
     return CLCNN_SUCCESS;
 }
 
-void clcnn_optimizer_defaults(clcnn_optimizer_options *o, clcnn_optimizer_kind kind) {
+void clcnn_optimizer_options_init(clcnn_optimizer_options *o, clcnn_optimizer_kind kind) {
     if (!o) return;
     memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
     o->kind = kind;
     o->lr = kind == CLCNN_OPTIMIZER_SGD ? 0.01 : 1e-3;
     o->beta1 = 0.9;
@@ -897,10 +898,13 @@ int clcnn_optimizer_states(const clcnn_optimizer_options *o) {
     return o->kind == CLCNN_OPTIMIZER_SGD ? (o->momentum != 0.0) : 2;
 }
 
-clcnn_status clcnn_model_set_optimizer(clcnn_model *m, const clcnn_optimizer_options *o) {
+clcnn_status clcnn_model_set_optimizer(clcnn_model *m, const clcnn_optimizer_options *given) {
     clcnn_status st;
+    clcnn_optimizer_options in, *o = &in;
     if (!m) return CLCNN_ERR_INVALID_ARGUMENT;
-    if (!o) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL optimizer options");
+    if (!given) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL optimizer options");
+    clcnn_optimizer_options_init(&in, CLCNN_OPTIMIZER_SGD);
+    if ((st = clcnn_sized_in(&m->err, "clcnn_optimizer_options", &in, given, sizeof in))) return st;
     if ((st = clcnn_optimizer_check(o, &m->err))) return st;
     release(&m->s1);
     release(&m->s2);
@@ -928,8 +932,13 @@ clcnn_status clcnn_model_set_lr(clcnn_model *m, double lr) {
 }
 
 clcnn_status clcnn_model_get_optimizer(const clcnn_model *m, clcnn_optimizer_options *o) {
+    clcnn_optimizer_options out;
     if (!m || !o) return CLCNN_ERR_INVALID_ARGUMENT;
-    *o = m->opt;
+    /* The message goes into the model's error slot, which is no part of its value. */
+    clcnn_status st =
+        clcnn_sized_in(&((clcnn_model *)m)->err, "clcnn_optimizer_options", &out, o, sizeof out);
+    if (st) return st;
+    memcpy(o, &m->opt, o->struct_size);
     return CLCNN_SUCCESS;
 }
 

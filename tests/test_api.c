@@ -173,7 +173,7 @@ static clcnn_model *momentum_model(clcnn_context *ctx) {
     clcnn_optimizer_options opt;
     CHECK(clcnn_model_create(&m, ctx, "conv(4,3,pad=1) relu maxpool(2) flatten linear(4)", C, H, W,
                              11) == CLCNN_SUCCESS);
-    clcnn_optimizer_defaults(&opt, CLCNN_OPTIMIZER_SGD);
+    clcnn_optimizer_options_init(&opt, CLCNN_OPTIMIZER_SGD);
     opt.lr = 0.05, opt.momentum = 0.9;
     CHECK(clcnn_model_set_optimizer(m, &opt) == CLCNN_SUCCESS);
     return m;
@@ -448,12 +448,15 @@ static void check_struct_sizes(clcnn_devices *devs, int idx, clcnn_context *ctx,
     clcnn_train_options to;
     clcnn_checkpoint_info ci;
     clcnn_comm cm;
+    clcnn_optimizer_options oo;
     clcnn_context_options_init(&co);
+    clcnn_optimizer_options_init(&oo, CLCNN_OPTIMIZER_ADAM);
     clcnn_train_options_init(&to);
     clcnn_checkpoint_info_init(&ci);
     clcnn_comm_init(&cm);
     CHECK(co.struct_size == sizeof co && to.struct_size == sizeof to);
     CHECK(ci.struct_size == sizeof ci && cm.struct_size == sizeof cm);
+    CHECK(oo.struct_size == sizeof oo && oo.kind == CLCNN_OPTIMIZER_ADAM);
 
     clcnn_context *bad = NULL;
     co.struct_size = 0;
@@ -471,6 +474,15 @@ static void check_struct_sizes(clcnn_devices *devs, int idx, clcnn_context *ctx,
     CHECK(clcnn_model_train_epoch(m, ds, &to, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(clcnn_model_errmsg(m), "clcnn_train_options_init") != NULL);
     CHECK(clcnn_model_step_count(m) == 0);
+    oo.struct_size = 0;
+    CHECK(clcnn_model_set_optimizer(m, &oo) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(clcnn_model_errmsg(m), "clcnn_optimizer_options_init") != NULL);
+    clcnn_optimizer_options got = oo; /* struct_size 0: refused, and not written */
+    CHECK(clcnn_model_get_optimizer(m, &got) == CLCNN_ERR_INVALID_ARGUMENT);
+    CHECK(got.struct_size == 0 && got.kind == CLCNN_OPTIMIZER_ADAM);
+    got.struct_size = sizeof got;
+    CHECK(clcnn_model_get_optimizer(m, &got) == CLCNN_SUCCESS);
+    CHECK(got.kind == CLCNN_OPTIMIZER_SGD && got.struct_size == sizeof got); /* momentum_model */
 
     char path[512];
     snprintf(path, sizeof path, "%s/sizes.safetensors", dir);

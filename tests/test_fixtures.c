@@ -82,9 +82,9 @@ static void run_config(const char *cfg) {
     }
     clcnn_optimizer_options o;
     const char *kind = clcnn_st_meta(&f, "optimizer");
-    clcnn_optimizer_defaults(&o, !strcmp(kind, "sgd")    ? CLCNN_OPTIMIZER_SGD
-                                 : !strcmp(kind, "adam") ? CLCNN_OPTIMIZER_ADAM
-                                                         : CLCNN_OPTIMIZER_ADAMW);
+    clcnn_optimizer_options_init(&o, !strcmp(kind, "sgd")    ? CLCNN_OPTIMIZER_SGD
+                                     : !strcmp(kind, "adam") ? CLCNN_OPTIMIZER_ADAM
+                                                             : CLCNN_OPTIMIZER_ADAMW);
     o.lr = meta_num(&f, "lr");
     o.weight_decay = meta_num(&f, "weight_decay");
     o.momentum = meta_num(&f, "momentum");
@@ -322,7 +322,7 @@ static void run_modern(const char *cfg, double tol, double slack) {
     CHECK_MSG(n_init == np, "%s: the fixture has %d init.* tensors, the model %d entries", cfg,
               n_init, np);
     clcnn_optimizer_options o;
-    clcnn_optimizer_defaults(&o, CLCNN_OPTIMIZER_SGD);
+    clcnn_optimizer_options_init(&o, CLCNN_OPTIMIZER_SGD);
     o.lr = meta_num(&f, "lr");
     o.momentum = meta_num(&f, "momentum");
     o.weight_decay = meta_num(&f, "weight_decay");

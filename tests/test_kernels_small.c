@@ -509,7 +509,7 @@ static int run_case(clcnn_context *ctx, const model_case *mc) {
         report(&o, "%s", clcnn_model_errmsg(m));
         goto out;
     }
-    clcnn_optimizer_defaults(&opt, mc->opt);
+    clcnn_optimizer_options_init(&opt, mc->opt);
     opt.momentum = mc->momentum;
     opt.nesterov = mc->nesterov;
     opt.weight_decay = mc->weight_decay;

@@ -117,14 +117,14 @@ static void check_errors(void) {
     CHECK(clcnn_model_train_batch(m, x, good, 0) == CLCNN_ERR_INVALID_ARGUMENT);
     CHECK(clcnn_model_predict(m, x, 2, logits) == CLCNN_SUCCESS);
     clcnn_optimizer_options o;
-    clcnn_optimizer_defaults(&o, CLCNN_OPTIMIZER_SGD);
+    clcnn_optimizer_options_init(&o, CLCNN_OPTIMIZER_SGD);
     o.lr = 0;
     CHECK(clcnn_model_set_optimizer(m, &o) == CLCNN_ERR_INVALID_ARGUMENT);
-    clcnn_optimizer_defaults(&o, CLCNN_OPTIMIZER_SGD);
+    clcnn_optimizer_options_init(&o, CLCNN_OPTIMIZER_SGD);
     o.nesterov = 1;
     CHECK(clcnn_model_set_optimizer(m, &o) == CLCNN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(clcnn_model_errmsg(m), "Nesterov") != NULL);
-    clcnn_optimizer_defaults(&o, CLCNN_OPTIMIZER_ADAM);
+    clcnn_optimizer_options_init(&o, CLCNN_OPTIMIZER_ADAM);
     o.beta1 = 1.0;
     CHECK(clcnn_model_set_optimizer(m, &o) == CLCNN_ERR_INVALID_ARGUMENT);
     CHECK(clcnn_model_param_info(m, 5, NULL, NULL, NULL, NULL) == CLCNN_ERR_INVALID_ARGUMENT);
@@ -221,7 +221,7 @@ static clcnn_model *adam_twin(const float *x, const uint8_t *y) {
     clcnn_optimizer_options o;
     CHECK(clcnn_model_create(&m, ctx, "conv(4,3,pad=1) flatten linear(3)", 1, 6, 6, 9) ==
           CLCNN_SUCCESS);
-    clcnn_optimizer_defaults(&o, CLCNN_OPTIMIZER_ADAM);
+    clcnn_optimizer_options_init(&o, CLCNN_OPTIMIZER_ADAM);
     CHECK(clcnn_model_set_optimizer(m, &o) == CLCNN_SUCCESS);
     for (int s = 0; s < 2; s++)
         CHECK(clcnn_model_train_batch(m, x, y, 4) == CLCNN_SUCCESS);
@@ -263,7 +263,7 @@ static void check_failed_load(void) {
     clcnn_optimizer_options o;
     CHECK(clcnn_model_create(&src, ctx, "conv(4,3,pad=1) flatten linear(3)", 1, 6, 6, 3) ==
           CLCNN_SUCCESS);
-    clcnn_optimizer_defaults(&o, CLCNN_OPTIMIZER_SGD);
+    clcnn_optimizer_options_init(&o, CLCNN_OPTIMIZER_SGD);
     o.momentum = 0.9;
     CHECK(clcnn_model_set_optimizer(src, &o) == CLCNN_SUCCESS);
     CHECK(clcnn_model_train_batch(src, x, y, 4) == CLCNN_SUCCESS);
@@ -341,7 +341,7 @@ static void check_training(void) {
     CHECK(clcnn_model_create(&a, ctx, "seed-relu", 3, 20, 20, 123) == CLCNN_SUCCESS);
     CHECK(clcnn_model_create(&b, ctx, "seed-relu", 3, 20, 20, 123) == CLCNN_SUCCESS);
     clcnn_optimizer_options o;
-    clcnn_optimizer_defaults(&o, CLCNN_OPTIMIZER_SGD);
+    clcnn_optimizer_options_init(&o, CLCNN_OPTIMIZER_SGD);
     /* 0.05 sat at the edge of stability here: with either convolution algorithm some seeds'
      * losses spiked (to 6-30) after converging, and a spike could leave the ReLUs dead; at 0.02
      * none of seeds 123-127 spiked past 2.7 with the direct kernels or Winograd */

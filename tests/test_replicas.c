@@ -55,7 +55,7 @@ static void unit_make(unit *u, const setup *s, const char *spec, double lr) {
     clcnn_optimizer_options o;
     u->ctx = new_context(s);
     CHECK(clcnn_model_create(&u->m, u->ctx, spec, C, H, W, 7) == CLCNN_SUCCESS);
-    clcnn_optimizer_defaults(&o, CLCNN_OPTIMIZER_SGD);
+    clcnn_optimizer_options_init(&o, CLCNN_OPTIMIZER_SGD);
     o.lr = lr, o.momentum = 0.9, o.weight_decay = 5e-4;
     CHECK(clcnn_model_set_optimizer(u->m, &o) == CLCNN_SUCCESS);
     CHECK(clcnn_model_set_label_smoothing(u->m, 0.1) == CLCNN_SUCCESS);

@@ -46,6 +46,7 @@ static int on_progress(void *user, int64_t batch, int64_t batches, float loss) {
                               cap->x[b], 0, NULL, NULL) == CL_SUCCESS);
     CHECK(clEnqueueReadBuffer(q, cap->m->labels, CL_TRUE, 0, (size_t)n, cap->y[b], 0, NULL, NULL) ==
           CL_SUCCESS);
+    clcnn_optimizer_options_init(&o, CLCNN_OPTIMIZER_SGD);
     CHECK(clcnn_model_get_optimizer(cap->m, &o) == CLCNN_SUCCESS);
     cap->lr[b] = o.lr;
     cap->calls++;

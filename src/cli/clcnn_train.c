@@ -1085,6 +1085,7 @@ static int on_progress(void *user, int64_t batch, int64_t batches, float loss) {
         fflush(stdout);
         char num[40];
         clcnn_optimizer_options opt;
+        clcnn_optimizer_options_init(&opt, CLCNN_OPTIMIZER_SGD);
         clcnn_model_get_optimizer(r->model, &opt); /* its lr: the one this step took */
         if (cli_dist_fail_here(r->dist, "log")) {
             say("writing the log point's records failed: %s", injected);
@@ -1560,7 +1561,7 @@ static int make_model(run_state *r, cli_options *o, const char *spec, const int 
         say("--model: %s", clcnn_model_errmsg(r->model));
         return -1;
     }
-    clcnn_optimizer_defaults(opt, o->optimizer);
+    clcnn_optimizer_options_init(opt, o->optimizer);
     opt->lr = o->lr;
     opt->momentum = o->momentum;
     opt->nesterov = o->nesterov;
@@ -1693,6 +1694,7 @@ static int pick_devices(run_state *r, clcnn_devices *devs, const cli_options *o)
  * the ones an older caller's struct_size covers). */
 /* clang-format off */
 #define OPTIMIZER_FIELDS(X, p)                                                                     \
+    X(p, size_t, struct_size, LOCAL, NONE, "the struct's size")                                   \
     X(p, clcnn_optimizer_kind, kind, STEP, OPTIMIZER, "--optimizer")                              \
     X(p, double, lr, STEP, REAL, "the optimizer's lr")                                            \
     X(p, double, momentum, STEP, REAL, "--momentum")                                              \
@@ -1796,6 +1798,7 @@ static int agree_settings(run_state *r, const cli_options *o, const clcnn_checkp
     int c = 0, h = 0, w = 0;
     char shape[64], msg[1024];
     const char *format = clcnn_dataset_format_name(clcnn_dataset_format_of(r->test));
+    clcnn_optimizer_options_init(&opt, CLCNN_OPTIMIZER_SGD);
     clcnn_model_get_optimizer(r->model, &opt);
     /* What the command line left to the model, the optimizer and a resumed checkpoint. */
     res.model = clcnn_model_spec(r->model);
