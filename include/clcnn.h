@@ -33,9 +33,9 @@ extern "C" {
 #endif
 
 #define CLCNN_VERSION_MAJOR 0
-#define CLCNN_VERSION_MINOR 5
-#define CLCNN_VERSION_PATCH 7
-#define CLCNN_VERSION_STRING "0.5.7"
+#define CLCNN_VERSION_MINOR 6
+#define CLCNN_VERSION_PATCH 0
+#define CLCNN_VERSION_STRING "0.6.0"
 /* One number for comparisons: major*10000 + minor*100 + patch. */
 #define CLCNN_VERSION_NUMBER                                                                       \
     (CLCNN_VERSION_MAJOR * 10000 + CLCNN_VERSION_MINOR * 100 + CLCNN_VERSION_PATCH)
