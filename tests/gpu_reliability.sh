@@ -55,7 +55,8 @@ cmake -S . -B build-gpu-asan -DCLCNN_WERROR=ON -DCLCNN_SANITIZE=ON >"$out/build-
     cmake --build build-gpu-asan -j"$j" >>"$out/build-asan.log" 2>&1 ||
     { tail -30 "$out/build-asan.log"; exit 1; }
 # CUDA-based drivers map memory where ASan's shadow gap is by default.
-export ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:fast_unwind_on_malloc=0
+# intercept_tls_get_addr=0: see tests/sanitize.sh.
+export ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:fast_unwind_on_malloc=0:intercept_tls_get_addr=0
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 (cd build-gpu-asan && timeout 300 ctest --output-on-failure -j6 -LE oclgrind -E '^test_install$' \
