@@ -81,7 +81,7 @@ static clcnn_status job_compute(clcnn_replica *p) {
         st = clcnn_stage_batch(m, p->ds, g->first + p->offset, p->count, 1, g->aug);
         if (!st) st = clcnn_model_grad_staged(m, p->count, g->batch_n);
         m->sample0 = 0;
-        if (st) return st;
+        if (st || g->alone) return st; /* alone: the gradients are the sum, where they are */
         if ((st = read_buf(m, m->g, m->total, p->grad, "the gradients"))) return st;
         if ((st = clcnn_model_read_acc(m, &p->loss, &p->correct))) return st;
     } else {
@@ -96,6 +96,7 @@ static clcnn_status job_compute(clcnn_replica *p) {
 static clcnn_status job_apply(clcnn_replica *p) {
     clcnn_replicas *g = p->g;
     clcnn_model *m = p->m;
+    if (g->alone) return clcnn_model_optimizer_step(m);
     clcnn_status st = write_buf(m, m->g, m->total, g->sum, "the summed gradients");
     int source = p->index == 0 && g->rank == 0;
     if (!st && g->n_stats && !source)
@@ -138,6 +139,16 @@ static void *worker(void *arg) {
 /* Runs `job` on every replica and waits for all; the first failure's message goes to r->err,
  * naming the replica's device. */
 static clcnn_status dispatch(clcnn_replicas *r, clcnn_job job) {
+    if (r->alone) { /* no thread: the job on the caller's */
+        clcnn_replica *p = &r->reps[0];
+        double t0 = now();
+        p->st = job == CLCNN_JOB_COMPUTE ? job_compute(p)
+                : job == CLCNN_JOB_APPLY ? job_apply(p)
+                                         : job_eval(p);
+        p->seconds = now() - t0;
+        if (p->st) return clcnn_fail(&r->err, p->st, "%s", p->m->err.msg);
+        return CLCNN_SUCCESS;
+    }
     pthread_mutex_lock(&r->mu);
     r->job = job;
     r->pending = r->n;
@@ -367,6 +378,15 @@ clcnn_status clcnn_replicas_create(clcnn_replicas **out, clcnn_model *const *mod
     return make_group(r, models, n, comm);
 }
 
+void clcnn_replicas_of_one(clcnn_replicas *r, clcnn_model *m) {
+    memset(r, 0, sizeof *r);
+    r->n = r->global_n = 1, r->size = 1, r->alone = 1;
+    r->reps = &r->one;
+    r->one.g = r, r->one.m = m;
+    r->total = m->total, r->n_stats = m->n_stats;
+    r->least = clcnn_model_train_min(m, NULL);
+}
+
 void clcnn_comm_init(clcnn_comm *comm) {
     if (!comm) return;
     memset(comm, 0, sizeof *comm);
@@ -417,7 +437,7 @@ int clcnn_replicas_global_count(const clcnn_replicas *r) {
 static clcnn_status take_sets(clcnn_replicas *r, clcnn_dataset *const *ds) {
     if (!ds) return clcnn_fail(&r->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL data sets");
     for (int i = 0; i < r->n; i++) {
-        if (!ds[i] || ds[i]->ctx != r->reps[i].m->ctx)
+        if (!ds[i] || (ds[i]->ctx != r->reps[i].m->ctx && !r->alone)) /* alone: staging says */
             return clcnn_fail(&r->err, CLCNN_ERR_INVALID_ARGUMENT,
                               "data set %d is NULL or not on replica %d's context", i, i);
         if (ds[i]->n != ds[0]->n)
@@ -449,6 +469,7 @@ static clcnn_status agree(clcnn_replicas *r, clcnn_status local, double *loss, d
  * running statistics of process 0's replica 0. */
 static clcnn_status reduce(clcnn_replicas *r) {
     clcnn_status st;
+    if (r->alone) return CLCNN_SUCCESS;
     memset(r->sum, 0, r->total * sizeof *r->sum);
     for (int i = 0; i < r->n; i++) {
         const clcnn_replica *p = &r->reps[i];
@@ -512,6 +533,7 @@ clcnn_status clcnn_replicas_step(clcnn_replicas *r, clcnn_dataset *const *ds, in
     r->t_reduce += now() - t0;
     r->steps++;
     r->last_loss = (float)loss, r->last_correct = (int)hits, r->have_loss = 1;
+    r->loss_on_device = r->alone;
     return CLCNN_SUCCESS;
 }
 
@@ -525,6 +547,12 @@ clcnn_status clcnn_replicas_train_dataset(clcnn_replicas *r, clcnn_dataset *cons
 clcnn_status clcnn_replicas_last_loss(clcnn_replicas *r, float *loss, int *correct) {
     if (!r) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!r->have_loss) return clcnn_fail(&r->err, CLCNN_ERR_STATE, "no step has run yet");
+    if (r->loss_on_device) {
+        clcnn_model *m = r->reps[0].m;
+        clcnn_status st = clcnn_model_last_loss(m, &r->last_loss, &r->last_correct);
+        if (st) return clcnn_fail(&r->err, st, "%s", m->err.msg);
+        r->loss_on_device = 0;
+    }
     if (loss) *loss = r->last_loss;
     if (correct) *correct = r->last_correct;
     return CLCNN_SUCCESS;

@@ -58,7 +58,17 @@ struct clcnn_replicas {
     int last_correct, have_loss;
     double t_compute, t_wait, t_reduce;
     int64_t steps;
+    /* A group of one (clcnn_replicas_of_one): one model in this process and no other process,
+     * so a step exchanges nothing. Its replica runs each job on the caller's thread, keeps its
+     * gradients and statistics on the device, and the loss stays there until asked for
+     * (loss_on_device). */
+    int alone, loss_on_device;
+    clcnn_replica one;
 };
+
+/* Makes *r a group of one: model m alone, without threads, host buffers or a transport, for
+ * the training loop's one-model calls. Nothing to free. */
+void clcnn_replicas_of_one(clcnn_replicas *r, clcnn_model *m);
 
 /* One data-parallel step on samples [first, first+n) of every replica's data set. */
 clcnn_status clcnn_replicas_step(clcnn_replicas *r, clcnn_dataset *const *ds, int first, int n,

@@ -61,8 +61,9 @@ static int64_t epoch_batches(int n, const clcnn_train_options *o) {
     return o->drop_last ? n / o->batch_size : (n + (int64_t)o->batch_size - 1) / o->batch_size;
 }
 
-/* What an epoch trains: one model on its data set, or a data-parallel group (replica i on
- * sets[i]). m and ds are then replica 0's; err is where a failure is described. */
+/* What an epoch trains: a data-parallel group, replica i on sets[i] (one model is a group of
+ * one, clcnn_replicas_of_one). m and ds are replica 0's; err is where a failure is described
+ * (the model's, for one model). */
 typedef struct trainer {
     clcnn_model *m;
     clcnn_dataset *ds;
@@ -70,6 +71,12 @@ typedef struct trainer {
     clcnn_dataset *const *sets;
     clcnn_error *err;
 } trainer;
+
+/* A failure of the group's as the trainer's (where err is not the group's own). */
+static clcnn_status group_failed(const trainer *t, clcnn_status st) {
+    if (st && t->err != &t->group->err) *t->err = t->group->err;
+    return st;
+}
 
 /* The batch size nearest to bs on one side (step -1: below, +1: above) whose batches over n
  * samples all hold at least `least`; 0 when there is none. */
@@ -133,8 +140,7 @@ static clcnn_status schedule_step(const trainer *t, const clcnn_train_options *o
                           "pct_start %g)",
                           clcnn_schedule_name(o->schedule), (long long)step,
                           (long long)o->total_steps, o->pct_start);
-    if (!t->group) t->m->opt.lr = lr;
-    for (int i = 0; t->group && i < t->group->n; i++)
+    for (int i = 0; i < t->group->n; i++)
         t->group->reps[i].m->opt.lr = lr;
     return CLCNN_SUCCESS;
 }
@@ -144,9 +150,8 @@ static clcnn_status schedule_step(const trainer *t, const clcnn_train_options *o
 static clcnn_status report(const trainer *t, const clcnn_train_options *o, int64_t b, int64_t nb,
                            int *stop) {
     float loss = 0;
-    clcnn_status st = t->group ? clcnn_replicas_last_loss(t->group, &loss, NULL)
-                               : clcnn_model_last_loss(t->m, &loss, NULL);
-    if (st) return st;
+    clcnn_status st = clcnn_replicas_last_loss(t->group, &loss, NULL);
+    if (st) return group_failed(t, st);
     if (!isfinite(loss))
         return clcnn_fail(t->err, CLCNN_ERR_NUMERIC, "the loss is %s at batch %lld of epoch %lld",
                           isnan(loss) ? "NaN" : "infinite", (long long)(b + 1),
@@ -157,9 +162,8 @@ static clcnn_status report(const trainer *t, const clcnn_train_options *o, int64
 
 /* The epoch's sample order on every data set. */
 static clcnn_status set_epoch(const trainer *t, const clcnn_train_options *o) {
-    int n = t->group ? t->group->n : 1;
-    for (int i = 0; i < n; i++) {
-        clcnn_dataset *ds = t->group ? t->sets[i] : t->ds;
+    for (int i = 0; i < t->group->n; i++) {
+        clcnn_dataset *ds = t->sets[i];
         clcnn_status st = clcnn_dataset_set_epoch(ds, o->seed, o->epoch, o->shuffle);
         if (st) {
             *t->err = ds->err;
@@ -170,17 +174,13 @@ static clcnn_status set_epoch(const trainer *t, const clcnn_train_options *o) {
 }
 
 static clcnn_status take_step(const trainer *t, int first, int n, clcnn_augment aug) {
-    if (t->group) return clcnn_replicas_step(t->group, t->sets, first, n, aug);
-    clcnn_status st = clcnn_stage_batch(t->m, t->ds, first, n, 1, aug);
-    if (st) return st;
-    return clcnn_model_train_staged(t->m, n);
+    return group_failed(t, clcnn_replicas_step(t->group, t->sets, first, n, aug));
 }
 
 /* Waits for every replica's queue. */
 static clcnn_status finish(const trainer *t) {
-    int n = t->group ? t->group->n : 1;
-    for (int i = 0; i < n; i++) {
-        clcnn_model *m = t->group ? t->group->reps[i].m : t->m;
+    for (int i = 0; i < t->group->n; i++) {
+        clcnn_model *m = t->group->reps[i].m;
         cl_int rc = clFinish(m->ctx->queue);
         if (rc != CL_SUCCESS)
             return clcnn_fail(t->err, (clcnn_status)rc, "clFinish failed: %s",
@@ -223,7 +223,10 @@ clcnn_status clcnn_model_train_epoch(clcnn_model *m, clcnn_dataset *ds,
     if (batches_done) *batches_done = 0;
     if (!m || !ds) return CLCNN_ERR_INVALID_ARGUMENT;
     if (!o) return clcnn_fail(&m->err, CLCNN_ERR_INVALID_ARGUMENT, "NULL training options");
-    trainer t = {m, ds, NULL, NULL, &m->err};
+    clcnn_replicas one;
+    clcnn_replicas_of_one(&one, m);
+    clcnn_dataset *sets[1] = {ds};
+    trainer t = {m, ds, &one, sets, &m->err};
     st = run_epoch(&t, o, &done);
     if (batches_done) *batches_done = done;
     return st;
